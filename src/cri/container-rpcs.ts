@@ -2,7 +2,7 @@
  * CreateContainer, StartContainer, StopContainer, RemoveContainer,
  * ContainerStatus, ListContainers, UpdateContainerResources and
  * ReopenContainerLog: protobuf shapes ⇄ the plain container descriptions of
- * runtime/container-spec.ts.
+ * runtime/container/spec.ts.
  */
 import type { HandlerTable } from "./handlers.ts";
 import { criRoot, type EncodedMessage } from "./proto.ts";
@@ -11,9 +11,9 @@ import { sendInBatches } from "./list-stream.ts";
 import type * as cri from "./proto-types.ts";
 import { ContainerState, MountPropagation, NamespaceMode, ProfileType, Signal, SupplementalGroupsPolicy } from "./proto-types.ts";
 import { invalidArgument } from "../errors.ts";
-import type { ContainerManager } from "../runtime/containers.ts";
-import type * as spec from "../runtime/container-spec.ts";
-import { EMPTY_RESOURCES } from "../runtime/resources.ts";
+import type { ContainerManager } from "../runtime/container/manager.ts";
+import type * as spec from "../runtime/container/spec.ts";
+import { EMPTY_RESOURCES } from "../runtime/container/resources.ts";
 
 export interface ContainerRpcDeps {
   containers: ContainerManager;

@@ -4,8 +4,8 @@
  */
 import type { CallContext, HandlerTable } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
-import type { FilesystemUsage, ImageFilesystem } from "../runtime/imagefs.ts";
-import type { ImageManager, ImageRecord, RegistryAuth } from "../runtime/images.ts";
+import type { FilesystemUsage, ImageFilesystem } from "../runtime/image/imagefs.ts";
+import type { ImageManager, ImageRecord, RegistryAuth } from "../runtime/image/manager.ts";
 import { invalidArgument } from "../errors.ts";
 import { sendInBatches } from "./list-stream.ts";
 

@@ -1,17 +1,17 @@
 /**
  * RunPodSandbox, StopPodSandbox, RemovePodSandbox, PodSandboxStatus,
  * ListPodSandbox: CRI messages ⇄ the plain SandboxSpec / SandboxStatusInfo of
- * runtime/sandboxes.ts.
+ * runtime/sandbox/manager.ts.
  */
 import type { HandlerTable, CallContext } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
 import { NamespaceMode, PodSandboxState, ProfileType, Protocol } from "./proto-types.ts";
 import { invalidArgument } from "../errors.ts";
 import { sendInBatches } from "./list-stream.ts";
-import type { SandboxManager } from "../runtime/sandboxes.ts";
-import type { SandboxSpec, SeccompSpec } from "../runtime/sandbox-spec.ts";
-import type { SandboxNamespaces, SandboxSummary } from "../runtime/sandbox-record.ts";
-import type { NamespaceMode as ViewNamespaceMode } from "../runtime/sandbox-view.ts";
+import type { SandboxManager } from "../runtime/sandbox/manager.ts";
+import type { SandboxSpec, SeccompSpec } from "../runtime/sandbox/spec.ts";
+import type { SandboxNamespaces, SandboxSummary } from "../runtime/sandbox/record.ts";
+import type { NamespaceMode as ViewNamespaceMode } from "../runtime/sandbox/view.ts";
 import type { PortProtocol } from "../network/plugin.ts";
 
 export interface SandboxRpcDeps {

@@ -3,8 +3,8 @@ import type { CallContext, HandlerTable } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
 import { invalidArgument } from "../errors.ts";
 import { validateId } from "../runtime/lookup.ts";
-import type { ExecService } from "../runtime/exec.ts";
-import type { PortForwarder } from "../runtime/port-forward.ts";
+import type { ExecService } from "../runtime/exec/manager.ts";
+import type { PortForwarder } from "../runtime/exec/port-forward.ts";
 import type { StreamingServer } from "../streaming/server.ts";
 
 export interface StreamingRpcDeps {

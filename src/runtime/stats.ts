@@ -10,7 +10,7 @@ import type { ContainerSummary } from "../docker/types.ts";
 import { notFound } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import type { CgroupSample } from "../stats/cgroups.ts";
-import type { FilesystemUsage } from "./imagefs.ts";
+import type { FilesystemUsage } from "./image/imagefs.ts";
 import { type ContainerUsage, type PodNetworkUsage, StatsCollector, nanoNow } from "../stats/collector.ts";
 import { fromDockerLabels, matchesSelector, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "./labels.ts";
 import { findByIdOrPrefix, validateId } from "./lookup.ts";

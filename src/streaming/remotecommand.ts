@@ -13,7 +13,7 @@
 import { finished } from "node:stream/promises";
 import type { Readable, Writable } from "node:stream";
 import type { Logger } from "../log.ts";
-import type { StreamIO, TerminalSize } from "../runtime/exec.ts";
+import type { StreamIO, TerminalSize } from "../runtime/exec/manager.ts";
 import type { SpdySession, SpdyStream } from "./spdy.ts";
 import { RstStatus } from "./spdy-frames.ts";
 

@@ -13,7 +13,7 @@ import {
 } from "../../src/streaming/remotecommand.ts";
 import { SpdyPortForward, parsePort, type PortForwardRuntime } from "../../src/streaming/portforward.ts";
 import { SpdySession } from "../../src/streaming/spdy.ts";
-import type { StreamIO } from "../../src/runtime/exec.ts";
+import type { StreamIO } from "../../src/runtime/exec/manager.ts";
 import { SpdyTestClient, duplexPair } from "../helpers/spdy-client.ts";
 
 const log = pino({ level: "silent" });

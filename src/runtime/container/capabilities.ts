@@ -12,7 +12,7 @@
  * capability itself), so it is refused up front with the missing names.
  */
 import { readFile } from "node:fs/promises";
-import { failedPrecondition } from "../errors.ts";
+import { failedPrecondition } from "../../errors.ts";
 
 /** Capability names by bit number (linux/capability.h), without the CAP_ prefix. */
 export const CAPABILITY_NAMES: readonly string[] = [

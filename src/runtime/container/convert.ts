@@ -5,11 +5,11 @@
  * cridock's own labels, which never reach CRI responses.
  */
 import { readFile } from "node:fs/promises";
-import type { ContainerInspect, ContainerSummary } from "../docker/types.ts";
-import { dockerTimeOrZero } from "../docker/time.ts";
-import type { ContainerInfo, ContainerStateName, ContainerSummaryInfo, MountSpec } from "./container-spec.ts";
-import { CRIDOCK_PREFIX, fromDockerLabels, LOG_PATH_LABEL, SANDBOX_ID_LABEL } from "./labels.ts";
-import { parseName } from "./naming.ts";
+import type { ContainerInspect, ContainerSummary } from "../../docker/types.ts";
+import { dockerTimeOrZero } from "../../docker/time.ts";
+import type { ContainerInfo, ContainerStateName, ContainerSummaryInfo, MountSpec } from "./spec.ts";
+import { CRIDOCK_PREFIX, fromDockerLabels, LOG_PATH_LABEL, SANDBOX_ID_LABEL } from "../labels.ts";
+import { parseName } from "../naming.ts";
 import { resourcesFromHostConfig } from "./resources.ts";
 
 /** The image as the user named it in CreateContainer. */

@@ -8,15 +8,15 @@
  * net sysctls) is set here: those live on the pause container.
  */
 import { join, normalize } from "node:path";
-import type { ContainerCreateBody, HostConfig } from "../docker/types.ts";
-import { invalidArgument } from "../errors.ts";
-import type { ContainerSpec } from "./container-spec.ts";
+import type { ContainerCreateBody, HostConfig } from "../../docker/types.ts";
+import { invalidArgument } from "../../errors.ts";
+import type { ContainerSpec } from "./spec.ts";
 import { ATTEMPT_LABEL, IMAGE_LABEL, MOUNTS_LABEL, NAME_LABEL } from "./convert.ts";
-import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "./labels.ts";
+import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
 import { bindsFor, deviceMappings, validateDevices, validateMounts } from "./mounts.ts";
-import { invalidNamePart } from "./naming.ts";
+import { invalidNamePart } from "../naming.ts";
 import { hostResources } from "./resources.ts";
-import type { SandboxView } from "./sandbox-view.ts";
+import type { SandboxView } from "../sandbox/view.ts";
 import { securityHostConfig, validateSecurity, type HostSecurity, hostSecurity } from "./security.ts";
 
 const SIGNAL = /^SIG[A-Z0-9]+([+-]\d+)?$/;

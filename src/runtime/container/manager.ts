@@ -4,21 +4,21 @@
  * container carries the labels that let a restarted cridock (or cri-dockerd)
  * recognise it, and its CRI log file is written by a LogFollower.
  */
-import type { DockerClient } from "../docker/client.ts";
-import { isConflict, isNotFound } from "../docker/client.ts";
-import type { ContainerInspect, ContainerSummary, DockerFilters } from "../docker/types.ts";
-import { CridockError, failedPrecondition, notFound, withContext } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import type { LogFollowers } from "../logs/followers.ts";
-import { createBody, validateSpec, type CreateOptions } from "./container-create.ts";
-import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./container-spec.ts";
+import type { DockerClient } from "../../docker/client.ts";
+import { isConflict, isNotFound } from "../../docker/client.ts";
+import type { ContainerInspect, ContainerSummary, DockerFilters } from "../../docker/types.ts";
+import { CridockError, failedPrecondition, notFound, withContext } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import type { LogFollowers } from "../../logs/followers.ts";
+import { createBody, validateSpec, type CreateOptions } from "./create.ts";
+import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
 import { containerInfo, processUser, summaryInfo } from "./convert.ts";
-import { KeyedMutex } from "./keyed-mutex.ts";
-import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "./labels.ts";
-import { findByIdOrPrefix, validateId } from "./lookup.ts";
-import { containerName, randomizedName } from "./naming.ts";
+import { KeyedMutex } from "../keyed-mutex.ts";
+import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
+import { findByIdOrPrefix, validateId } from "../lookup.ts";
+import { containerName, randomizedName } from "../naming.ts";
 import { updateFor } from "./resources.ts";
-import type { SandboxLookup } from "./sandbox-view.ts";
+import type { SandboxLookup } from "../sandbox/view.ts";
 
 export interface ImageResolver {
   /** `{ id: "sha256:…" }`, or NOT_FOUND "image X is not present; pull it first". */

@@ -5,12 +5,12 @@
  * create a missing host directory, as dockershim did. A host path that is a
  * symlink is resolved first, since the kernel would otherwise mount the link's
  * target under a name Docker never checked; ContainerStatus still reports the
- * paths exactly as requested (kept in a label by containers.ts).
+ * paths exactly as requested (kept in a label by container/create.ts).
  */
 import { realpath } from "node:fs/promises";
-import type { DeviceMapping } from "../docker/types.ts";
-import { invalidArgument, unimplemented } from "../errors.ts";
-import type { DeviceSpec, MountSpec } from "./container-spec.ts";
+import type { DeviceMapping } from "../../docker/types.ts";
+import { invalidArgument, unimplemented } from "../../errors.ts";
+import type { DeviceSpec, MountSpec } from "./spec.ts";
 
 const PROPAGATION: Record<MountSpec["propagation"], string> = {
   private: "rprivate",

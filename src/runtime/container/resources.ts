@@ -7,9 +7,9 @@
  * are accepted; real hugepage limits and cgroup v2 `unified` settings have no
  * Docker equivalent and are refused by name.
  */
-import type { HostConfig, Resources } from "../docker/types.ts";
-import { invalidArgument, unimplemented } from "../errors.ts";
-import type { ResourceSpec } from "./container-spec.ts";
+import type { HostConfig, Resources } from "../../docker/types.ts";
+import { invalidArgument, unimplemented } from "../../errors.ts";
+import type { ResourceSpec } from "./spec.ts";
 
 export const EMPTY_RESOURCES: ResourceSpec = {
   cpuPeriod: 0n,

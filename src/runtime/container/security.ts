@@ -9,10 +9,10 @@
  * Docker only notices a missing profile when the container starts.
  */
 import { readFile } from "node:fs/promises";
-import type { HostConfig } from "../docker/types.ts";
-import { failedPrecondition, invalidArgument, unimplemented } from "../errors.ts";
+import type { HostConfig } from "../../docker/types.ts";
+import { failedPrecondition, invalidArgument, unimplemented } from "../../errors.ts";
 import { checkPrivilegedAllowed, expandAll, hostCapabilities, type HostCapabilities } from "./capabilities.ts";
-import type { SecurityProfile, SecuritySpec } from "./container-spec.ts";
+import type { SecurityProfile, SecuritySpec } from "./spec.ts";
 
 export interface SecurityHostConfig {
   user?: string;

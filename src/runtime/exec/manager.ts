@@ -9,12 +9,12 @@
  * Docker connections (hijacked sockets) are always destroyed on the way out.
  */
 import type { Duplex, Readable, Writable } from "node:stream";
-import type { DockerClient } from "../docker/client.ts";
-import { StdStreamDemuxer, STDERR } from "../docker/stream.ts";
-import { CridockError, deadlineExceeded, failedPrecondition, notFound, withContext } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import { TYPE_CONTAINER } from "./labels.ts";
-import { findByIdOrPrefix } from "./lookup.ts";
+import type { DockerClient } from "../../docker/client.ts";
+import { StdStreamDemuxer, STDERR } from "../../docker/stream.ts";
+import { CridockError, deadlineExceeded, failedPrecondition, notFound, withContext } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import { TYPE_CONTAINER } from "../labels.ts";
+import { findByIdOrPrefix } from "../lookup.ts";
 import { killProcessTree } from "./process-tree.ts";
 
 /** Per-stream cap of ExecSync output (kubelet and crictl take 16 MiB messages). */

@@ -12,9 +12,9 @@
 import { spawn } from "node:child_process";
 import { connect } from "node:net";
 import type { Duplex } from "node:stream";
-import { CridockError, failedPrecondition, invalidArgument } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import type { SandboxLookup } from "./sandbox-view.ts";
+import { CridockError, failedPrecondition, invalidArgument } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import type { SandboxLookup } from "../sandbox/view.ts";
 
 export interface PortForwarderOptions {
   nsenterPath?: string;

@@ -4,7 +4,7 @@
  * stats collector once it has measured it.
  */
 import { statfs } from "node:fs/promises";
-import type { DockerClient } from "../docker/client.ts";
+import type { DockerClient } from "../../docker/client.ts";
 
 export interface FilesystemUsage {
   /** Nanoseconds since the epoch. */

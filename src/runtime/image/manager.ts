@@ -6,19 +6,19 @@
  * image id's USER (immutable per id), because ListImages' summaries lack the
  * image config and one inspect per image per list would be too slow.
  */
-import type { DockerClient } from "../docker/client.ts";
-import { isNotFound } from "../docker/client.ts";
-import { pullImage, type PullSnapshot, type RegistryAuth } from "../docker/pull.ts";
-import type { ImageInspect } from "../docker/types.ts";
-import { CridockError, invalidArgument, notFound, withContext } from "../errors.ts";
-import type { Logger } from "../log.ts";
+import type { DockerClient } from "../../docker/client.ts";
+import { isNotFound } from "../../docker/client.ts";
+import { pullImage, type PullSnapshot, type RegistryAuth } from "../../docker/pull.ts";
+import type { ImageInspect } from "../../docker/types.ts";
+import { CridockError, invalidArgument, notFound, withContext } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
 import {
   lookupKey,
   normalizedString,
   parseImageReference,
   pullParameters,
   type ImageReference,
-} from "./image-reference.ts";
+} from "./reference.ts";
 import {
   PinnedImages,
   imageConfigInfo,
@@ -27,10 +27,10 @@ import {
   recordFromSummary,
   type ImageRecord,
   type ImageUser,
-} from "./image-records.ts";
+} from "./records.ts";
 
-export type { ImageRecord } from "./image-records.ts";
-export type { RegistryAuth } from "../docker/pull.ts";
+export type { ImageRecord } from "./records.ts";
+export type { RegistryAuth } from "../../docker/pull.ts";
 
 /** An image found in dockerd. */
 export interface ResolvedImage {

@@ -3,8 +3,8 @@
  * ImageStatus and ListImages so that an image looks the same whichever RPC
  * or reference form found it.
  */
-import type { ImageInspect, ImageSummary } from "../docker/types.ts";
-import { lookupKey, normalizeReported, normalizedString, parseImageReference, repositoryOf, type ImageReference } from "./image-reference.ts";
+import type { ImageInspect, ImageSummary } from "../../docker/types.ts";
+import { lookupKey, normalizeReported, normalizedString, parseImageReference, repositoryOf, type ImageReference } from "./reference.ts";
 
 /** An image as CRI reports it, in plain types. */
 export interface ImageRecord {

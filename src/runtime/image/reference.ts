@@ -17,7 +17,7 @@
  * so (like Docker) it stays a name and Docker falls back to an id-prefix
  * lookup when no such repository exists.
  */
-import { invalidArgument } from "../errors.ts";
+import { invalidArgument } from "../../errors.ts";
 
 export const DEFAULT_DOMAIN = "docker.io";
 export const OFFICIAL_REPO_PREFIX = "library/";

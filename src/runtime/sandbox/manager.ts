@@ -6,30 +6,30 @@
  * (KeyedMutex); different sandboxes proceed in parallel.
  */
 import { join } from "node:path";
-import type { DockerClient } from "../docker/client.ts";
-import { isConflict, isNotFound } from "../docker/client.ts";
-import type { ContainerInspect } from "../docker/types.ts";
-import { CridockError, describeCause, failedPrecondition, invalidArgument, notFound } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import type { PodNetwork, PodNetworkRequest } from "../network/plugin.ts";
-import { pinNetns, unpinNetns } from "../network/netns.ts";
-import type { CheckpointStore } from "../store/checkpoint.ts";
-import { KeyedMutex } from "./keyed-mutex.ts";
-import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "./labels.ts";
-import { validateId } from "./lookup.ts";
-import { randomizedName, sandboxName } from "./naming.ts";
-import { checkPrivilegedAllowed, hostCapabilities } from "./capabilities.ts";
-import { sandboxCreateBody } from "./sandbox-docker.ts";
-import { dockerBridgeIps, listSandboxes, sandboxStatus, sandboxView, type ResolvedSandbox } from "./sandbox-queries.ts";
+import type { DockerClient } from "../../docker/client.ts";
+import { isConflict, isNotFound } from "../../docker/client.ts";
+import type { ContainerInspect } from "../../docker/types.ts";
+import { CridockError, describeCause, failedPrecondition, invalidArgument, notFound } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import type { PodNetwork, PodNetworkRequest } from "../../network/plugin.ts";
+import { pinNetns, unpinNetns } from "../../network/netns.ts";
+import type { CheckpointStore } from "../../store/checkpoint.ts";
+import { KeyedMutex } from "../keyed-mutex.ts";
+import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "../labels.ts";
+import { validateId } from "../lookup.ts";
+import { randomizedName, sandboxName } from "../naming.ts";
+import { checkPrivilegedAllowed, hostCapabilities } from "../container/capabilities.ts";
+import { sandboxCreateBody } from "./docker.ts";
+import { dockerBridgeIps, listSandboxes, sandboxStatus, sandboxView, type ResolvedSandbox } from "./queries.ts";
 import {
   dockerTimeToNanos,
   type SandboxListFilter,
   type SandboxRecord,
   type SandboxStatusInfo,
   type SandboxSummary,
-} from "./sandbox-record.ts";
-import { bandwidthFromAnnotations, validateSandboxSpec, type SandboxSpec } from "./sandbox-spec.ts";
-import type { SandboxLookup, SandboxView } from "./sandbox-view.ts";
+} from "./record.ts";
+import { bandwidthFromAnnotations, validateSandboxSpec, type SandboxSpec } from "./spec.ts";
+import type { SandboxLookup, SandboxView } from "./view.ts";
 
 export interface SandboxManagerOptions {
   docker: DockerClient;

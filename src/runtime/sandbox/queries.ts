@@ -4,11 +4,11 @@
  * set up) and Docker (whether the pause process runs). Sandboxes without a
  * checkpoint (made by cri-dockerd) are described from Docker alone.
  */
-import type { DockerClient } from "../docker/client.ts";
-import { isNotFound } from "../docker/client.ts";
-import type { ContainerInspect, ContainerSummary } from "../docker/types.ts";
-import { TYPE_LABEL, TYPE_SANDBOX, matchesSelector } from "./labels.ts";
-import { validateId } from "./lookup.ts";
+import type { DockerClient } from "../../docker/client.ts";
+import { isNotFound } from "../../docker/client.ts";
+import type { ContainerInspect, ContainerSummary } from "../../docker/types.ts";
+import { TYPE_LABEL, TYPE_SANDBOX, matchesSelector } from "../labels.ts";
+import { validateId } from "../lookup.ts";
 import {
   describe,
   dockerTimeToNanos,
@@ -18,8 +18,8 @@ import {
   type SandboxRecord,
   type SandboxStatusInfo,
   type SandboxSummary,
-} from "./sandbox-record.ts";
-import type { SandboxView } from "./sandbox-view.ts";
+} from "./record.ts";
+import type { SandboxView } from "./view.ts";
 
 export interface ResolvedSandbox {
   id: string;

@@ -4,11 +4,11 @@
  * the outside world (start, netns pin, CNI ADD), so after a crash recovery
  * knows what may have happened and how to undo it.
  */
-import type { ContainerInspect, ContainerSummary } from "../docker/types.ts";
-import { fromDockerLabels } from "./labels.ts";
-import { parseName } from "./naming.ts";
-import type { SandboxSpec } from "./sandbox-spec.ts";
-import type { NamespaceMode } from "./sandbox-view.ts";
+import type { ContainerInspect, ContainerSummary } from "../../docker/types.ts";
+import { fromDockerLabels } from "../labels.ts";
+import { parseName } from "../naming.ts";
+import type { SandboxSpec } from "./spec.ts";
+import type { NamespaceMode } from "./view.ts";
 
 /** creating: RunPodSandbox has not returned yet; ready: it succeeded; stopped: StopPodSandbox ran. */
 export type SandboxPhase = "creating" | "ready" | "stopped";

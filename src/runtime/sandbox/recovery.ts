@@ -12,16 +12,16 @@
  * kubelet stops (releasing the IP) and removes them.
  */
 import { basename, join } from "node:path";
-import type { DockerClient } from "../docker/client.ts";
-import { isNotFound } from "../docker/client.ts";
-import { describeCause } from "../errors.ts";
-import type { Logger } from "../log.ts";
-import { listNetnsHandles, unpinNetns } from "../network/netns.ts";
-import { CorruptCheckpointError, type CheckpointStore } from "../store/checkpoint.ts";
-import { TYPE_LABEL, TYPE_SANDBOX } from "./labels.ts";
-import { ROOT_LABEL } from "./sandbox-docker.ts";
-import type { SandboxRecord } from "./sandbox-record.ts";
-import type { SandboxManager } from "./sandboxes.ts";
+import type { DockerClient } from "../../docker/client.ts";
+import { isNotFound } from "../../docker/client.ts";
+import { describeCause } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
+import { listNetnsHandles, unpinNetns } from "../../network/netns.ts";
+import { CorruptCheckpointError, type CheckpointStore } from "../../store/checkpoint.ts";
+import { TYPE_LABEL, TYPE_SANDBOX } from "../labels.ts";
+import { ROOT_LABEL } from "./docker.ts";
+import type { SandboxRecord } from "./record.ts";
+import type { SandboxManager } from "./manager.ts";
 
 export interface RecoveryDeps {
   docker: DockerClient;

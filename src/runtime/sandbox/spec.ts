@@ -4,10 +4,10 @@
  * field is hostile until checked), and stored in the sandbox checkpoint.
  */
 import { isIP } from "node:net";
-import { invalidArgument } from "../errors.ts";
-import type { BandwidthSpec, DnsSpec, PortMappingSpec } from "../network/plugin.ts";
-import { invalidNamePart } from "./naming.ts";
-import type { NamespaceMode } from "./sandbox-view.ts";
+import { invalidArgument } from "../../errors.ts";
+import type { BandwidthSpec, DnsSpec, PortMappingSpec } from "../../network/plugin.ts";
+import { invalidNamePart } from "../naming.ts";
+import type { NamespaceMode } from "./view.ts";
 
 export type SeccompSpec =
   | { type: "unconfined" }

@@ -1,6 +1,6 @@
 /**
  * What the container, streaming and stats code needs to know about a pod
- * sandbox, as runtime/sandboxes.ts reports it. A plain object: no CRI or
+ * sandbox, as runtime/sandbox/manager.ts reports it. A plain object: no CRI or
  * Docker shapes leak through it.
  */
 

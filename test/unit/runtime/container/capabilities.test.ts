@@ -7,9 +7,9 @@ import {
   expandAll,
   parseCapabilityMask,
   readHostCapabilities,
-} from "../../src/runtime/capabilities.ts";
-import { securityHostConfig, type HostSecurity } from "../../src/runtime/security.ts";
-import type { SecuritySpec } from "../../src/runtime/container-spec.ts";
+} from "../../../../src/runtime/container/capabilities.ts";
+import { securityHostConfig, type HostSecurity } from "../../../../src/runtime/container/security.ts";
+import type { SecuritySpec } from "../../../../src/runtime/container/spec.ts";
 
 t.test("the bit table matches linux/capability.h at its anchors", async (t) => {
   t.equal(CAPABILITY_NAMES.length, 41);

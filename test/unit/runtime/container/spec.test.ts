@@ -1,11 +1,11 @@
 import t from "tap";
-import { createBody, checkLogPath, validateSpec } from "../../src/runtime/container-create.ts";
-import type { ContainerSpec, SecuritySpec } from "../../src/runtime/container-spec.ts";
-import { containerInfo, reasonOf, stateOf } from "../../src/runtime/convert.ts";
-import { EMPTY_RESOURCES, hostResources, updateFor } from "../../src/runtime/resources.ts";
-import { securityHostConfig, type HostSecurity } from "../../src/runtime/security.ts";
-import type { SandboxView } from "../../src/runtime/sandbox-view.ts";
-import type { ContainerInspect } from "../../src/docker/types.ts";
+import { createBody, checkLogPath, validateSpec } from "../../../../src/runtime/container/create.ts";
+import type { ContainerSpec, SecuritySpec } from "../../../../src/runtime/container/spec.ts";
+import { containerInfo, reasonOf, stateOf } from "../../../../src/runtime/container/convert.ts";
+import { EMPTY_RESOURCES, hostResources, updateFor } from "../../../../src/runtime/container/resources.ts";
+import { securityHostConfig, type HostSecurity } from "../../../../src/runtime/container/security.ts";
+import type { SandboxView } from "../../../../src/runtime/sandbox/view.ts";
+import type { ContainerInspect } from "../../../../src/docker/types.ts";
 
 const spec = (over: Partial<ContainerSpec> = {}): ContainerSpec => ({
   name: "app", attempt: 1, image: "busybox", command: [], args: [], workingDir: "", envs: [], mounts: [], devices: [],

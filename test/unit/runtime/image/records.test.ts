@@ -1,13 +1,13 @@
 import t from "tap";
 
-import type { ImageInspect, ImageSummary } from "../../src/docker/types.ts";
+import type { ImageInspect, ImageSummary } from "../../../../src/docker/types.ts";
 import {
   PinnedImages,
   imageConfigInfo,
   parseImageUser,
   recordFromInspect,
   recordFromSummary,
-} from "../../src/runtime/image-records.ts";
+} from "../../../../src/runtime/image/records.ts";
 
 const ID = "sha256:" + "1f".repeat(32);
 const DIGEST = "sha256:" + "ab".repeat(32);

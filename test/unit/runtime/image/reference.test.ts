@@ -1,6 +1,6 @@
 import t from "tap";
 
-import { CridockError } from "../../src/errors.ts";
+import { CridockError } from "../../../../src/errors.ts";
 import {
   familiarRepository,
   lookupKey,
@@ -9,7 +9,7 @@ import {
   parseImageReference,
   pullParameters,
   type NamedReference,
-} from "../../src/runtime/image-reference.ts";
+} from "../../../../src/runtime/image/reference.ts";
 
 const DIGEST = "sha256:" + "ab".repeat(32);
 const ID = "sha256:" + "0123456789abcdef".repeat(4);

@@ -2,13 +2,13 @@ import t from "tap";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CheckpointStore, CorruptCheckpointError } from "../../src/store/checkpoint.ts";
-import { KeyedMutex } from "../../src/runtime/keyed-mutex.ts";
-import { bandwidthFromAnnotations, parseQuantity, validateSandboxSpec, type SandboxSpec } from "../../src/runtime/sandbox-spec.ts";
-import { dockerTimeToNanos, isReady, type SandboxRecord } from "../../src/runtime/sandbox-record.ts";
-import { sandboxSpecFromCri } from "../../src/cri/sandbox-rpcs.ts";
-import { sandboxCreateBody } from "../../src/runtime/sandbox-docker.ts";
-import { NamespaceMode, ProfileType, Protocol } from "../../src/cri/proto-types.ts";
+import { CheckpointStore, CorruptCheckpointError } from "../../../../src/store/checkpoint.ts";
+import { KeyedMutex } from "../../../../src/runtime/keyed-mutex.ts";
+import { bandwidthFromAnnotations, parseQuantity, validateSandboxSpec, type SandboxSpec } from "../../../../src/runtime/sandbox/spec.ts";
+import { dockerTimeToNanos, isReady, type SandboxRecord } from "../../../../src/runtime/sandbox/record.ts";
+import { sandboxSpecFromCri } from "../../../../src/cri/sandbox-rpcs.ts";
+import { sandboxCreateBody } from "../../../../src/runtime/sandbox/docker.ts";
+import { NamespaceMode, ProfileType, Protocol } from "../../../../src/cri/proto-types.ts";
 
 function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
   return {
