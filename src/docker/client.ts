@@ -16,7 +16,9 @@ import { ContainerListCache } from "./list-cache.ts";
 import { jsonLines } from "./stream.ts";
 
 type UpgradeRequest = Dispatcher.UpgradeOptions & { body?: string };
-import { CridockError, type ErrorCode } from "../errors.ts";
+import { CridockError } from "../errors.ts";
+import { MAX_API_VERSION, MIN_API_VERSION, compareApiVersions } from "./api-version.ts";
+import { DockerError, errorMessageOf } from "./errors.ts";
 import type { Logger } from "../log.ts";
 import type {
   ContainerCreateBody,
@@ -34,9 +36,6 @@ import type {
   Resources,
   WaitResponse,
 } from "./types.ts";
-
-export const MIN_API_VERSION = "1.41";
-export const MAX_API_VERSION = "1.47";
 
 export interface DockerClientOptions {
   /** `unix:///var/run/docker.sock` or a bare socket path. */
@@ -75,61 +74,10 @@ export interface RawResponse {
   body: Dispatcher.ResponseData["body"];
 }
 
-/** An error answer from dockerd, with its HTTP status. */
-export class DockerError extends CridockError {
-  readonly statusCode: number;
-  readonly dockerMessage: string;
-
-  constructor(statusCode: number, dockerMessage: string, what: string) {
-    super(codeForStatus(statusCode, dockerMessage), `${what}: ${dockerMessage || `HTTP ${statusCode}`}`);
-    this.name = "DockerError";
-    this.statusCode = statusCode;
-    this.dockerMessage = dockerMessage;
-  }
-}
-
-function codeForStatus(status: number, message: string): ErrorCode {
-  switch (status) {
-    case 400:
-      return "INVALID_ARGUMENT";
-    case 401:
-      return "UNAUTHENTICATED";
-    case 403:
-      return "PERMISSION_DENIED";
-    case 404:
-      return "NOT_FOUND";
-    case 409:
-      return /already in use|already exists/i.test(message) ? "ALREADY_EXISTS" : "FAILED_PRECONDITION";
-    case 503:
-      return "UNAVAILABLE";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-export function isNotFound(err: unknown): boolean {
-  return err instanceof DockerError && err.statusCode === 404;
-}
-
-export function isConflict(err: unknown): boolean {
-  return err instanceof DockerError && err.statusCode === 409;
-}
-
 export function socketPathOf(endpoint: string): string {
   if (endpoint.startsWith("unix://")) return endpoint.slice("unix://".length);
   if (endpoint.startsWith("/")) return endpoint;
   throw new CridockError("INVALID_ARGUMENT", `docker endpoint ${endpoint} is not a unix:// socket`);
-}
-
-/** Compares dotted API versions numerically: -1, 0 or 1. */
-export function compareApiVersions(a: string, b: string): number {
-  const pa = a.split(".").map(Number);
-  const pb = b.split(".").map(Number);
-  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
-    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
-    if (d !== 0) return d < 0 ? -1 : 1;
-  }
-  return 0;
 }
 
 const CONNECTION_ERRORS = new Set(["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
@@ -456,14 +404,4 @@ function encodeQuery(query: Query): string {
   }
   const text = params.toString();
   return text ? `?${text}` : "";
-}
-
-function errorMessageOf(text: string): string {
-  try {
-    const parsed = JSON.parse(text) as { message?: string };
-    if (parsed && typeof parsed.message === "string") return parsed.message;
-  } catch {
-    // not JSON: Docker sometimes answers plain text
-  }
-  return text.trim();
 }

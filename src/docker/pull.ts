@@ -16,7 +16,7 @@
  */
 import { CridockError, type ErrorCode } from "../errors.ts";
 import type { DockerClient } from "./client.ts";
-import { DockerError } from "./client.ts";
+import { DockerError } from "./errors.ts";
 import { jsonLines } from "./stream.ts";
 import type { ProgressMessage } from "./types.ts";
 

@@ -18,7 +18,7 @@
  * opening Docker's new files meanwhile, so rotation does not lose them.
  */
 import { stat } from "node:fs/promises";
-import { isNotFound } from "../docker/client.ts";
+import { isNotFound } from "../docker/errors.ts";
 import { parseDockerTime } from "../docker/time.ts";
 import type { Logger } from "../log.ts";
 import type { LogFollowerOptions } from "./follower.ts";

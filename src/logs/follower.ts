@@ -15,7 +15,7 @@
  * never grows memory.
  */
 import type { DockerClient } from "../docker/client.ts";
-import { isNotFound } from "../docker/client.ts";
+import { isNotFound } from "../docker/errors.ts";
 import { dockerSinceParam, parseDockerTime } from "../docker/time.ts";
 import type { Logger } from "../log.ts";
 import { CriLogFile, type CriRecord } from "./crilog.ts";

@@ -9,7 +9,7 @@
  */
 import { join } from "node:path";
 import type { DockerClient } from "../docker/client.ts";
-import { isNotFound } from "../docker/client.ts";
+import { isNotFound } from "../docker/errors.ts";
 import type { Logger } from "../log.ts";
 import { JsonFileFollower } from "./file-follower.ts";
 import { LogFollower } from "./follower.ts";

@@ -6,7 +6,7 @@
 import type { DockerClient } from "../docker/client.ts";
 import { describeCause } from "../errors.ts";
 import type { NetworkReadinessSource } from "../network/plugin.ts";
-import { compareApiVersions } from "../docker/client.ts";
+import { compareApiVersions } from "../docker/api-version.ts";
 
 export const RUNTIME_NAME = "docker";
 

@@ -13,7 +13,7 @@
  * A peer that stops reading for longer than writeStallTimeoutMs is dropped.
  */
 import { EventEmitter } from "node:events";
-import { Duplex } from "node:stream";
+import type { Duplex } from "node:stream";
 import type { Logger } from "../log.ts";
 import {
   DEFAULT_LIMITS,
@@ -36,6 +36,9 @@ import {
   type SpdyHeaders,
 } from "./spdy-frames.ts";
 import { HeaderCompressor, HeaderDecompressor } from "./spdy-zlib.ts";
+import { SpdyStream, type StreamSink } from "./spdy-stream.ts";
+
+export { SpdyStream } from "./spdy-stream.ts";
 
 const INITIAL_WINDOW = 64 * 1024;
 /** Data frames we send carry at most this much, so streams interleave fairly. */
@@ -53,77 +56,8 @@ export interface SpdySessionOptions {
   writeStallTimeoutMs?: number;
 }
 
-export class SpdyStream extends Duplex {
-  /** Bytes we may still send (only enforced for flow-controlling peers). */
-  sendWindow: number;
-  private uncredited = 0;
-  remoteEnded = false;
-  private localEnded = false;
-  /** Set when the peer reset the stream. */
-  resetByPeer = false;
-
-  constructor(
-    readonly id: number,
-    readonly headers: SpdyHeaders,
-    private readonly session: SpdySession,
-    initialWindow: number,
-  ) {
-    super({ allowHalfOpen: true, readableHighWaterMark: 256 * 1024, writableHighWaterMark: 256 * 1024 });
-    this.sendWindow = initialWindow;
-    // A write racing the session's end fails; that is the peer leaving, not a bug, and an
-    // unheard 'error' event would take the whole server down.
-    this.on("error", () => undefined);
-  }
-
-  /** Delivers peer data; false when the consumer is full. */
-  deliver(data: Buffer): boolean {
-    this.uncredited += data.length;
-    const more = this.push(data);
-    if (more) this.credit();
-    return more;
-  }
-
-  deliverEnd(): void {
-    this.remoteEnded = true;
-    this.push(null);
-  }
-
-  private credit(): void {
-    if (this.uncredited >= INITIAL_WINDOW / 2) {
-      this.session.grantWindow(this.id, this.uncredited);
-      this.uncredited = 0;
-    }
-  }
-
-  override _read(): void {
-    this.credit();
-    this.session.consumerReady(this);
-  }
-
-  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (error?: Error | null) => void): void {
-    this.session.sendData(this, chunk, false).then(() => callback(), callback);
-  }
-
-  override _final(callback: (error?: Error | null) => void): void {
-    this.localEnded = true;
-    this.session.sendData(this, Buffer.alloc(0), true).then(() => callback(), callback);
-  }
-
-  /** Aborts the stream: RST_STREAM(CANCEL) to the peer. */
-  reset(status: number = RstStatus.CANCEL): void {
-    if (!this.destroyed) this.session.sendReset(this, status);
-    this.destroy();
-  }
-
-  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
-    // A stream destroyed before both sides finished is cancelled, so the peer does not wait on it.
-    if (!this.resetByPeer && !(this.localEnded && this.remoteEnded)) this.session.sendReset(this, RstStatus.CANCEL);
-    this.session.forget(this);
-    callback(error);
-  }
-}
-
-export class SpdySession extends EventEmitter {
+export class SpdySession extends EventEmitter implements StreamSink {
+  readonly initialWindow = INITIAL_WINDOW;
   private readonly parser: SpdyFrameParser;
   private readonly compressor = new HeaderCompressor();
   private readonly decompressor: HeaderDecompressor;

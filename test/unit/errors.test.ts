@@ -2,7 +2,7 @@ import t from "tap";
 import { status } from "@grpc/grpc-js";
 import { CridockError, invalidArgument, notFound, withContext, type ErrorCode } from "../../src/errors.ts";
 import { grpcCodeOf, toServiceError } from "../../src/cri/errors.ts";
-import { DockerError } from "../../src/docker/client.ts";
+import { DockerError } from "../../src/docker/errors.ts";
 
 t.test("every domain code maps to the gRPC code of the same name", async (t) => {
   const codes: ErrorCode[] = [

@@ -5,7 +5,7 @@
 import t from "tap";
 
 import type { DockerClient, RequestOptions } from "../../src/docker/client.ts";
-import { DockerError } from "../../src/docker/client.ts";
+import { DockerError } from "../../src/docker/errors.ts";
 import {
   PullProgress,
   classifyPullError,

@@ -5,7 +5,7 @@
  * recognise it, and its CRI log file is written by a LogFollower.
  */
 import type { DockerClient } from "../../docker/client.ts";
-import { isConflict, isNotFound } from "../../docker/client.ts";
+import { isConflict, isNotFound } from "../../docker/errors.ts";
 import type { ContainerInspect, ContainerSummary, DockerFilters } from "../../docker/types.ts";
 import { CridockError, failedPrecondition, notFound, withContext } from "../../errors.ts";
 import type { Logger } from "../../log.ts";

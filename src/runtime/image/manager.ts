@@ -7,7 +7,7 @@
  * image config and one inspect per image per list would be too slow.
  */
 import type { DockerClient } from "../../docker/client.ts";
-import { isNotFound } from "../../docker/client.ts";
+import { isNotFound } from "../../docker/errors.ts";
 import { pullImage, type PullSnapshot, type RegistryAuth } from "../../docker/pull.ts";
 import type { ImageInspect } from "../../docker/types.ts";
 import { CridockError, invalidArgument, notFound, withContext } from "../../errors.ts";

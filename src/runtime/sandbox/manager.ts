@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
-import { isConflict, isNotFound } from "../../docker/client.ts";
+import { isConflict, isNotFound } from "../../docker/errors.ts";
 import type { ContainerInspect } from "../../docker/types.ts";
 import { CridockError, describeCause, failedPrecondition, invalidArgument, notFound } from "../../errors.ts";
 import type { Logger } from "../../log.ts";

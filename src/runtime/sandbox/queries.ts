@@ -5,7 +5,7 @@
  * checkpoint (made by cri-dockerd) are described from Docker alone.
  */
 import type { DockerClient } from "../../docker/client.ts";
-import { isNotFound } from "../../docker/client.ts";
+import { isNotFound } from "../../docker/errors.ts";
 import type { ContainerInspect, ContainerSummary } from "../../docker/types.ts";
 import { TYPE_LABEL, TYPE_SANDBOX, matchesSelector } from "../labels.ts";
 import { validateId } from "../lookup.ts";

@@ -13,7 +13,7 @@
  */
 import { basename, join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
-import { isNotFound } from "../../docker/client.ts";
+import { isNotFound } from "../../docker/errors.ts";
 import { describeCause } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import { listNetnsHandles, unpinNetns } from "../../network/netns.ts";
