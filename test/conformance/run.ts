@@ -103,7 +103,8 @@ async function main(): Promise<number> {
   const cridock = await startCridockProcess({
     flags: cridockTestFlags(cni),
     runtime: options.runtime,
-    startTimeoutMs: 60_000,
+    // Deno compiles the sources on its first start.
+    startTimeoutMs: options.runtime === "deno" ? 120_000 : 60_000,
   }).catch(async (err) => {
     await cni.cleanup();
     throw err;
