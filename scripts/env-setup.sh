@@ -2,7 +2,9 @@
 # Prepares this machine (Debian, as root) for running and testing cridock:
 # installs the Debian packages it lacks, starts dockerd when none answers,
 # starts two local registries (plain on 127.0.0.1:5000, basic auth on
-# 127.0.0.1:5001), and builds, loads and pushes the test images.
+# 127.0.0.1:5001) and the TLS mirror that serves critest's images under their
+# upstream names (scripts/lib/env-mirror.sh), and builds, loads and pushes
+# the test images.
 #
 # Idempotent: a second run finds everything in place and changes nothing.
 # Quiet unless it does something or something is wrong. Logs go to
@@ -12,6 +14,8 @@ set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/lib/env-mirror.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/env-mirror.sh"
 
 install_missing_packages() {
   local missing=() pkg
@@ -118,24 +122,34 @@ ensure_auth_credentials() {
   umask 022
 }
 
-# Debian's dynamically linked busybox, unpacked (not installed: it conflicts
-# with busybox-static) for the images whose shell must search PATH for every
-# command (see SHELL_BUSYBOX in scripts/images/rootfs.ts).
-ensure_shell_busybox() {
-  local dir="$ENV_STATE_DIR/busybox-deb"
-  [[ -x "$dir/bin/busybox" ]] && return 0
+# unpack_deb PACKAGE DIR CHECK: Debian's PACKAGE, downloaded and unpacked
+# into DIR (not installed), unless DIR/CHECK is there already.
+unpack_deb() {
+  local package="$1" dir="$2" check="$3"
+  [[ -e "$dir/$check" ]] && return 0
   local tmp
   tmp="$(mktemp -d)"
-  log "fetching Debian's busybox package for the test images"
-  if ! (cd "$tmp" && apt-get download -q busybox) </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1; then
+  # apt's sandbox user must be able to write the download directory.
+  chmod 0755 "$tmp"
+  log "fetching Debian's $package package for the test images"
+  if ! (cd "$tmp" && apt-get download -q "$package") </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 || true
-    (cd "$tmp" && apt-get download -q busybox) </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 ||
-      { rm -rf "$tmp"; die "apt-get download busybox failed; see $ENV_LOG_DIR/apt.log"; }
+    (cd "$tmp" && apt-get download -q "$package") </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 ||
+      { rm -rf "$tmp"; die "apt-get download $package failed; see $ENV_LOG_DIR/apt.log"; }
   fi
   rm -rf "$dir.new"
-  dpkg-deb -x "$tmp"/busybox_*.deb "$dir.new" && mv "$dir.new" "$dir"
+  dpkg-deb -x "$tmp/${package}"_*.deb "$dir.new" && rm -rf "$dir" && mv "$dir.new" "$dir"
   rm -rf "$tmp"
-  [[ -x "$dir/bin/busybox" ]] || die "the busybox package held no bin/busybox"
+  [[ -e "$dir/$check" ]] || die "the $package package held no $check"
+}
+
+# Debian's dynamically linked busybox (it conflicts with busybox-static, so
+# it is only unpacked) for the images whose shell must search PATH for every
+# command (see SHELL_BUSYBOX in scripts/images/rootfs.ts), and Debian's nginx
+# for the nginx images critest runs (see scripts/images/critest-images.ts).
+ensure_unpacked_packages() {
+  unpack_deb busybox "$ENV_STATE_DIR/busybox-deb" bin/busybox
+  unpack_deb nginx "$ENV_STATE_DIR/nginx-deb" usr/sbin/nginx
 }
 
 build_test_images() {
@@ -152,7 +166,8 @@ main() {
   ensure_auth_credentials
   ensure_registry registry "$REGISTRY_ADDR"
   ensure_registry registry-auth "$AUTH_REGISTRY_ADDR" "$ENV_STATE_DIR/registry-auth/htpasswd"
-  ensure_shell_busybox
+  ensure_mirror_registry
+  ensure_unpacked_packages
   build_test_images
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Undoes scripts/env-setup.sh and scripts/run-cridock.sh: stops the daemons
 # they started (by pid file: a dockerd or registry that was already running
-# is left alone), removes the default CNI config run-cridock.sh installed if
+# is left alone), takes back the mirror registry's host changes (its
+# /etc/hosts line and its CA in /etc/docker/certs.d), removes the default CNI config run-cridock.sh installed if
 # it is unchanged, and deletes the bridges cridock's tests and default
 # network created. Installed packages, the cri-tools cache, registry storage
 # and the auth registry's password stay, so the next setup is fast.
@@ -11,6 +12,8 @@ set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/lib/env-mirror.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/env-mirror.sh"
 
 
 # Removes the files run-cridock.sh installed, each only if it still holds
@@ -61,6 +64,7 @@ main() {
   require_root
   local purge=0
   [[ "${1:-}" == "--purge" ]] && purge=1
+  remove_mirror_registry
   stop_daemon registry-auth
   stop_daemon registry
   # A dockerd we did not start has no pid file and is not touched.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs cridock's whole test suite on this machine (Debian, as root): sets the
 # environment up, then runs in order the unit tests, the integration tests
-# (one file at a time: they share dockerd), the Deno smoke tests and the
-# critest conformance run. Ends with one line "N passed, N failed" (tap test
+# (one file at a time: they share dockerd), the Deno tests (the smoke tests,
+# then the critest focus against cridock under Deno) and the critest
+# conformance runs. Ends with one line "N passed, N failed" (tap test
 # points plus critest specs) and exits non-zero if anything failed.
 #
 # Usage: scripts/test.sh [unit|integration|deno|conformance]...   (default: all, in that order)
@@ -77,7 +78,11 @@ main() {
     case "$suite" in
       unit) run_tap_suite unit ;;
       integration) run_tap_suite integration --jobs=1 --timeout=600 ;;
-      deno) run_tap_suite deno --jobs=1 --timeout=300 ;;
+      deno)
+        run_tap_suite deno --jobs=1 --timeout=300
+        # The whole critest focus once more, against cridock started with Deno.
+        run_conformance conformance-deno --runtime deno
+        ;;
       conformance)
         run_conformance conformance
         # The streaming specs again over WebSocket (kubectl's transport since 1.31).

@@ -8,11 +8,20 @@
  * Usage: tsx scripts/images/build.ts [--state-dir DIR]
  */
 import { execFile } from "node:child_process";
+import { request } from "node:https";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
-import { AUTH_REGISTRY, ENV_STATE_DIR, REGISTRY, authRegistry, type RegistryCredentials } from "../../test/helpers/env.ts";
+import {
+  AUTH_REGISTRY,
+  ENV_STATE_DIR,
+  MIRROR_CA_FILE,
+  MIRRORED_REGISTRIES,
+  REGISTRY,
+  authRegistry,
+  type RegistryCredentials,
+} from "../../test/helpers/env.ts";
 import { CATALOG, type ImageSpec } from "./catalog.ts";
 import { imageConfig, writeDockerArchive, type BuiltImage } from "./docker-archive.ts";
 import { buildLayer } from "./layer.ts";
@@ -38,7 +47,7 @@ async function localImageId(tag: string): Promise<string | null> {
   }
 }
 
-/** "127.0.0.1:5000/cridock-test/busybox:1.36" → registry, repository, tag. */
+/** "127.0.0.1:5000/cridock-test/busybox:1.36" → registry, repository, tag (every catalog tag names its registry and tag). */
 function splitReference(reference: string): { registry: string; repository: string; tag: string } {
   const slash = reference.indexOf("/");
   const rest = reference.slice(slash + 1);
@@ -46,16 +55,40 @@ function splitReference(reference: string): { registry: string; repository: stri
   return { registry: reference.slice(0, slash), repository: rest.slice(0, colon), tag: rest.slice(colon + 1) };
 }
 
-function isLocalRegistryTag(tag: string): boolean {
-  return tag.startsWith(`${REGISTRY}/`) || tag.startsWith(`${AUTH_REGISTRY}/`);
+function isMirrorTag(tag: string): boolean {
+  return (MIRRORED_REGISTRIES as readonly string[]).includes(tag.slice(0, tag.indexOf("/")));
 }
+
+/** Tags that live in a registry of the test environment: the two local ones and the mirror. */
+function isRegistryTag(tag: string): boolean {
+  return tag.startsWith(`${REGISTRY}/`) || tag.startsWith(`${AUTH_REGISTRY}/`) || isMirrorTag(tag);
+}
+
+const MANIFEST_TYPES = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json";
+
+/** HEAD of a manifest on the mirror, over TLS with the mirror's CA (the host resolves through /etc/hosts). */
+function mirrorHas(url: string, ca: Buffer): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = request(url, { method: "HEAD", ca, headers: { accept: MANIFEST_TYPES }, timeout: 10_000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", () => resolve(false));
+    req.end();
+  });
+}
+
+let mirrorCa: Buffer | null = null;
 
 /** Whether the registry serves a manifest for the tag (bounded: one request, 10 s). */
 async function registryHas(reference: string, credentials: RegistryCredentials | null): Promise<boolean> {
   const { registry, repository, tag } = splitReference(reference);
-  const headers: Record<string, string> = {
-    accept: "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json",
-  };
+  if (isMirrorTag(reference)) {
+    mirrorCa ??= await readFile(MIRROR_CA_FILE);
+    return mirrorHas(`https://${registry}/v2/${repository}/manifests/${tag}`, mirrorCa);
+  }
+  const headers: Record<string, string> = { accept: MANIFEST_TYPES };
   if (credentials) headers.authorization = `Basic ${Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64")}`;
   try {
     const res = await fetch(`http://${registry}/v2/${repository}/manifests/${tag}`, {
@@ -113,7 +146,7 @@ async function main(): Promise<void> {
   for (const [index, spec] of CATALOG.entries()) {
     const image = await build(spec);
     const toPush: string[] = [];
-    for (const tag of spec.tags.filter(isLocalRegistryTag)) {
+    for (const tag of spec.tags.filter(isRegistryTag)) {
       if (pushed[tag] !== image.id || !(await registryHas(tag, credentialsFor(tag)))) toPush.push(tag);
     }
     const ids = await Promise.all(spec.tags.map(localImageId));

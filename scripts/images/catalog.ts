@@ -1,8 +1,9 @@
 /**
  * The test images, as data. To add one, append an entry: its tags (those in
- * a local test registry are pushed there, any other tag is only set in
- * dockerd), what its single layer holds, and its run config. Put the names
- * tests use in test/helpers/env.ts and import them here.
+ * a local test registry or on a mirrored host are pushed there, any other tag
+ * is only set in dockerd), what its single layer holds, and its run config.
+ * Put the names tests use in test/helpers/env.ts and import them here; the
+ * names critest hard-codes are in critest-images.ts.
  */
 import {
   AUTH_BUSYBOX_IMAGE,
@@ -16,6 +17,7 @@ import {
   PULL_TEST_IMAGE,
   USER_IMAGES,
 } from "../../test/helpers/env.ts";
+import { CRITEST_BUSYBOX, CRITEST_HTTPD, CRITEST_IMAGES } from "./critest-images.ts";
 import type { ImageRunConfig } from "./docker-archive.ts";
 import type { LayerEntry } from "./layer.ts";
 import { busyboxEntries, hostBinaryEntries, SHELL_BUSYBOX, userlandEntries } from "./rootfs.ts";
@@ -89,12 +91,12 @@ export const CATALOG: ImageSpec[] = [
     config: { Entrypoint: ["/pause"], Env: [PATH_ENV], StopSignal: "SIGTERM" },
   },
   {
-    tags: [BUSYBOX_IMAGE, AUTH_BUSYBOX_IMAGE],
+    tags: [BUSYBOX_IMAGE, AUTH_BUSYBOX_IMAGE, CRITEST_BUSYBOX],
     contents: fullUserland,
     config: { Cmd: ["sh"], Env: [PATH_ENV] },
   },
   {
-    tags: [HTTPD_IMAGE],
+    tags: [HTTPD_IMAGE, CRITEST_HTTPD],
     contents: () => [
       ...fullUserland(),
       { kind: "file", path: "/var/www/index.html", content: HTTPD_INDEX },
@@ -131,3 +133,5 @@ CATALOG.push(
   { tags: [PULL_TEST_IMAGE], contents: tinyShell, config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/image": "pull" } } },
   { tags: [AUTH_TEST_IMAGE], contents: tinyShell, config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/image": "auth" } } },
 );
+
+CATALOG.push(...CRITEST_IMAGES);

@@ -22,6 +22,9 @@ export const HOST_BUSYBOX = process.env.CRIDOCK_BUSYBOX ?? "/bin/busybox";
  */
 export const SHELL_BUSYBOX = process.env.CRIDOCK_SHELL_BUSYBOX ?? join(ENV_STATE_DIR, "busybox-deb/bin/busybox");
 
+/** Debian's nginx package, unpacked by scripts/env-setup.sh (not installed: no service on the host). */
+export const NGINX_BINARY = process.env.CRIDOCK_NGINX ?? join(ENV_STATE_DIR, "nginx-deb/usr/sbin/nginx");
+
 export interface PosixUser {
   name: string;
   uid: number;
@@ -109,6 +112,23 @@ export function hostBinaryEntries(binaries: string[]): LayerEntry[] {
     for (const library of sharedLibraries(binary)) add(library, 0o755);
   }
   return entries;
+}
+
+/**
+ * One binary from `source` (a host path, or a file unpacked from a Debian
+ * package) at `target` in the image, with the shared libraries it loads at
+ * their host paths. `mode` lets a binary be setuid (0o4755).
+ */
+export function binaryEntries(source: string, target: string, mode = 0o755): LayerEntry[] {
+  return [
+    { kind: "file", path: target, content: readFileSync(realpathSync(source)), mode },
+    ...sharedLibraries(source).map((library): LayerEntry => ({
+      kind: "file",
+      path: library,
+      content: readFileSync(realpathSync(library)),
+      mode: 0o755,
+    })),
+  ];
 }
 
 /** /etc/passwd, /etc/group and the directories a shell userland expects (a world-writable /tmp among them). */

@@ -17,6 +17,9 @@ AUTH_REGISTRY_ADDR="127.0.0.1:5001"
 AUTH_REGISTRY_USER="cridock"
 AUTH_REGISTRY_FILE="$ENV_STATE_DIR/auth-registry.json"
 DOCKER_SOCKET="/var/run/docker.sock"
+# The registry hosts critest v1.36 pulls from by name; scripts/lib/env-mirror.sh
+# serves them locally. Keep in step with MIRRORED_REGISTRIES in test/helpers/env.ts.
+MIRROR_HOSTS=(gcr.io registry.k8s.io k8s.gcr.io)
 # run-cridock.sh records here the CNI config it installed, for teardown.
 DEFAULT_CNI_STAMP="$ENV_STATE_DIR/default-cni-installed"
 DEFAULT_CNI_BRIDGE="cni0"
@@ -53,8 +56,16 @@ pid_of() {
 start_daemon() {
   local name="$1"; shift
   mkdir -p "$ENV_RUN_DIR" "$ENV_LOG_DIR"
+  # The daemon gets none of our other file descriptors: one may hold a lock
+  # (a setup run under flock(1)) that a long-lived daemon must not keep.
   # setsid does not fork here (a background job is no group leader), so $! is the daemon itself.
-  setsid "$@" </dev/null >>"$ENV_LOG_DIR/$name.log" 2>&1 &
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd="${fd##*/}"
+      ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
+    done
+    exec setsid "$@" </dev/null >>"$ENV_LOG_DIR/$name.log" 2>&1
+  ) &
   echo "$!" >"$ENV_RUN_DIR/$name.pid"
 }
 

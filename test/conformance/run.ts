@@ -1,11 +1,13 @@
 /**
- * Runs critest against a cridock child process: cridock gets its own
- * socket and root directory, the local pause image and a throwaway CNI
- * configuration; critest gets the local test images, the focus and skip
- * lists of this directory and any extra flags given. Prints a summary line
- * and, with --result-json, writes the counts for scripts/test.sh.
+ * Runs critest against a cridock child process (Node, or Deno with
+ * --runtime deno): cridock gets its own socket and root directory, the local
+ * pause image and a throwaway CNI configuration; critest gets the focus and
+ * skip lists of this directory and any extra flags given. critest pulls its
+ * own images by their upstream names, which the test environment's mirror
+ * registry serves (scripts/lib/env-mirror.sh). Prints a summary line and,
+ * with --result-json, writes the counts for scripts/test.sh.
  *
- * Usage: tsx test/conformance/run.ts [--result-json FILE] [--timeout SECONDS] [-- extra critest flags]
+ * Usage: tsx test/conformance/run.ts [--result-json FILE] [--timeout SECONDS] [--runtime node|deno] [-- extra critest flags]
  * (run.sh beside this file passes unknown arguments on to critest).
  */
 import { spawn } from "node:child_process";
@@ -14,34 +16,43 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startCridockProcess, type CridockProcess } from "../helpers/cridock-process.ts";
-import { BUSYBOX_IMAGE, CRITEST, HTTPD_IMAGE, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
+import { CRITEST, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
 import { countJunit, countSummaryLine, type SpecCounts } from "./junit.ts";
 import { ginkgoFlags, readFocusDir, readSkipFile } from "./spec-lists.ts";
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 
+type Runtime = "node" | "deno";
+
 interface Options {
   resultJson?: string;
   timeoutSeconds: number;
+  /** What runs cridock; CRIDOCK_CONFORMANCE_RUNTIME sets the default. */
+  runtime: Runtime;
   critestArgs: string[];
 }
 
+function parseRuntime(value: string | undefined): Runtime {
+  if (value === "node" || value === "deno") return value;
+  throw new Error(`--runtime (or CRIDOCK_CONFORMANCE_RUNTIME) must be node or deno, not "${value}"`);
+}
+
 function parseOptions(argv: string[]): Options {
-  const options: Options = { timeoutSeconds: 45 * 60, critestArgs: [] };
+  const options: Options = {
+    timeoutSeconds: 45 * 60,
+    runtime: parseRuntime(process.env.CRIDOCK_CONFORMANCE_RUNTIME ?? "node"),
+    critestArgs: [],
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === "--result-json") options.resultJson = argv[++i];
     else if (arg === "--timeout") options.timeoutSeconds = Number(argv[++i]);
+    else if (arg === "--runtime") options.runtime = parseRuntime(argv[++i]);
     else if (arg === "--") options.critestArgs.push(...argv.slice(i + 1)), (i = argv.length);
     else options.critestArgs.push(arg);
   }
   if (!(options.timeoutSeconds > 0)) throw new Error("--timeout needs a positive number of seconds");
   return options;
-}
-
-/** The images critest's specs run, mapped to the local ones (keys of critest's -test-images-file). */
-function testImagesYaml(): string {
-  return `defaultTestContainerImage: ${BUSYBOX_IMAGE}\nwebServerTestImage: ${HTTPD_IMAGE}\n`;
 }
 
 /** Runs critest to its end (or kills it at the deadline); resolves to its exit code and its output. */
@@ -87,11 +98,14 @@ async function main(): Promise<number> {
   }
 
   const work = await mkdtemp(join(tmpdir(), "cridock-conformance-"));
-  const imagesFile = join(work, "test-images.yaml");
   const junitFile = join(work, "junit.xml");
-  await writeFile(imagesFile, testImagesYaml());
   const cni = await makeCniConfDir();
-  const cridock = await startCridockProcess({ flags: cridockTestFlags(cni), startTimeoutMs: 60_000 }).catch(async (err) => {
+  const cridock = await startCridockProcess({
+    flags: cridockTestFlags(cni),
+    runtime: options.runtime,
+    // Deno compiles the sources on its first start.
+    startTimeoutMs: options.runtime === "deno" ? 120_000 : 60_000,
+  }).catch(async (err) => {
     await cni.cleanup();
     throw err;
   });
@@ -99,13 +113,12 @@ async function main(): Promise<number> {
   try {
     const args = [
       `-runtime-endpoint=unix://${cridock.socketPath}`,
-      `-test-images-file=${imagesFile}`,
       `-ginkgo.junit-report=${junitFile}`,
       "-ginkgo.no-color",
       ...ginkgoFlags(focus, skip),
       ...options.critestArgs,
     ];
-    console.log(`conformance: critest ${args.join(" ")}`);
+    console.log(`conformance: cridock under ${options.runtime}; critest ${args.join(" ")}`);
     result = await runCritest(args, work, options.timeoutSeconds);
   } finally {
     await removeLeftoverSandboxes(cridock);

@@ -24,9 +24,19 @@ export const HTTPD_IMAGE = `${REGISTRY}/cridock-test/httpd:2.4`;
 /** BUSYBOX_IMAGE, pushed to the auth registry only: pulling it needs credentials. */
 export const AUTH_BUSYBOX_IMAGE = `${AUTH_REGISTRY}/cridock-test/busybox:1.36`;
 
+/**
+ * Registry hosts whose images critest v1.36 pulls by name. env-setup serves
+ * them from a local TLS registry (scripts/lib/env-mirror.sh: /etc/hosts
+ * entries, a CA in /etc/docker/certs.d/<host>/ca.crt); keep in step with
+ * MIRROR_HOSTS in scripts/lib/env-common.sh.
+ */
+export const MIRRORED_REGISTRIES = ["gcr.io", "registry.k8s.io", "k8s.gcr.io"] as const;
+
 /** Where env-setup keeps its state (registry storage, image tarballs, credentials). */
 export const ENV_STATE_DIR = "/var/lib/cridock-env";
 export const AUTH_REGISTRY_FILE = join(ENV_STATE_DIR, "auth-registry.json");
+/** The CA the mirror registry's certificate is signed with (what dockerd trusts for MIRRORED_REGISTRIES). */
+export const MIRROR_CA_FILE = join(ENV_STATE_DIR, "mirror-tls/ca.crt");
 
 /** Debian's containernetworking-plugins directory. */
 export const CNI_BIN_DIR = "/usr/lib/cni";
