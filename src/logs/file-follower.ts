@@ -20,9 +20,7 @@
 import { stat } from "node:fs/promises";
 import { isNotFound } from "../docker/errors.ts";
 import { parseDockerTime } from "../docker/time.ts";
-import type { Logger } from "../log.ts";
-import type { LogFollowerOptions } from "./follower.ts";
-import { CriLogFile } from "./crilog.ts";
+import { delay, FollowerBase, type LogFollowerOptions } from "./follower-base.ts";
 import { JsonLogConverter } from "./json-log.ts";
 import { JsonLogTail, type TailPosition } from "./json-tail.ts";
 import { countRecordsAfter, FROM_START, type FollowState } from "./resume.ts";
@@ -30,7 +28,6 @@ import { countRecordsAfter, FROM_START, type FollowState } from "./resume.ts";
 const READ_SIZE = 1 << 20;
 /** Output of one read: records are never longer than their JSON lines, plus padding of the time. */
 const OUT_SLACK = 64 * 1024;
-const PERSIST_INTERVAL_MS = 500;
 /** How often Docker's directory is checked for new files while the reader is busy elsewhere. */
 const REFRESH_MS = 250;
 /** Polling an idle log: from MIN to MAX, doubling while nothing arrives. */
@@ -46,11 +43,7 @@ export type JsonFileFollowerOptions = LogFollowerOptions;
 
 type Phase = "more" | "file-end" | "output-end";
 
-export class JsonFileFollower {
-  readonly containerId: string;
-  readonly file: CriLogFile<TailPosition>;
-  private readonly log: Logger;
-  private readonly abort = new AbortController();
+export class JsonFileFollower extends FollowerBase<TailPosition> {
   private tail: JsonLogTail | undefined;
   private converter = new JsonLogConverter();
   private input = Buffer.allocUnsafe(READ_SIZE);
@@ -61,18 +54,8 @@ export class JsonFileFollower {
   private dockerLogPath = "";
   private maxFiles = 1;
   private pid = 0;
-  private lastPersist = 0;
   private lastInspect = 0;
-  private finished = false;
-  private running: Promise<void> | undefined;
   private refreshTimer: ReturnType<typeof setInterval> | undefined;
-  private persisting: Promise<void> = Promise.resolve();
-
-  constructor(private readonly options: JsonFileFollowerOptions) {
-    this.containerId = options.containerId;
-    this.log = options.logger.child({ component: "log-follower", container: options.containerId.slice(0, 12) });
-    this.file = new CriLogFile<TailPosition>({ path: options.logPath, logger: this.log });
-  }
 
   /** Creates the CRI file now; reading Docker's log starts in the background. */
   async startFresh(): Promise<void> {
@@ -94,32 +77,9 @@ export class JsonFileFollower {
     this.running = this.run(state.source?.position, tail?.records ?? 0);
   }
 
-  wait(): Promise<void> {
-    return this.running ?? Promise.resolve();
-  }
-
-  get done(): boolean {
-    return this.finished;
-  }
-
   /** Output Docker rotated away before it was read (counted; each occasion is logged). */
   get lost(): { events: number; bytes: number } {
     return this.tail?.lost ?? { events: 0, bytes: 0 };
-  }
-
-  async reopen(): Promise<void> {
-    await this.file.reopen();
-    await this.persist();
-  }
-
-  async stop(): Promise<void> {
-    this.abort.abort();
-    // Closing first ends a write stuck retrying on a full disk (the loop
-    // would wait for it forever); a write in progress still completes.
-    const closing = this.file.close();
-    await this.running?.catch(() => undefined);
-    if (!this.finished) await this.persist().catch((err) => this.log.warn({ err }, "cannot checkpoint the log position"));
-    await closing;
   }
 
   private async run(from: TailPosition | undefined, skip: number): Promise<void> {
@@ -221,7 +181,7 @@ export class JsonFileFollower {
       if (r.malformedBytes > 0) this.log.warn({ bytes: r.malformedBytes, dockerLog: this.dockerLogPath }, "skipped bytes of Docker's log that are not log entries");
       if (r.consumed === 0) break;
       await this.file.appendBytes(this.output.subarray(0, r.written), this.tail!.position(length - pos));
-      if (Date.now() - this.lastPersist >= PERSIST_INTERVAL_MS) await this.persist();
+      await this.persistIfDue();
     }
     this.input.copy(this.input, 0, pos, length);
     this.carry = length - pos;
@@ -262,17 +222,9 @@ export class JsonFileFollower {
     }
   }
 
-  /** Checkpoints one at a time (the run loop and ReopenContainerLog both do). */
-  private persist(done = false): Promise<void> {
-    const run = this.persisting.then(() => this.save(done));
-    this.persisting = run.catch(() => undefined);
-    return run;
-  }
-
-  private async save(done: boolean): Promise<void> {
-    this.lastPersist = Date.now();
+  protected checkpoint(done: boolean): FollowState {
     const position = this.file.position();
-    await this.options.store.save({
+    return {
       containerId: this.containerId,
       logPath: this.options.logPath,
       tty: this.options.tty,
@@ -282,7 +234,7 @@ export class JsonFileFollower {
       done,
       kind: "json-file",
       source: position.mark ? { dockerLogPath: this.dockerLogPath, maxFiles: this.maxFiles, position: position.mark, lastTime: this.lastTime } : undefined,
-    });
+    };
   }
 
   private grow(): void {
@@ -295,15 +247,4 @@ export class JsonFileFollower {
 
 function processExists(pid: number): Promise<boolean> {
   return stat(`/proc/${pid}`).then(() => true, () => false);
-}
-
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
-  });
 }
