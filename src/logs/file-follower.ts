@@ -35,6 +35,9 @@ const IDLE_MIN_MS = 2;
 const IDLE_MAX_MS = 200;
 /** When the container's process cannot be seen in /proc, ask Docker this often whether it exited. */
 const INSPECT_EVERY_MS = 2_000;
+/** Resume: how long the end of Docker's log is waited for while entries already written are passed over. */
+const SKIP_WAIT_MS = 50;
+const SKIP_WAIT_TRIES = 20;
 /** Once the container exited, output is complete after a quiet period this long. */
 const SETTLE_MS = 100;
 
@@ -56,12 +59,14 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
   private pid = 0;
   private lastInspect = 0;
   private refreshTimer: ReturnType<typeof setInterval> | undefined;
+  /** Resumed from a checkpoint: nothing is saved before Docker's file is positioned again. */
+  private resumed = false;
 
   /** Creates the CRI file now; reading Docker's log starts in the background. */
   async startFresh(): Promise<void> {
     await this.file.open();
     await this.persist();
-    this.running = this.run(undefined, 0);
+    this.running = this.run(() => this.openTail(undefined, 0));
   }
 
   /** Resumes after a restart from a checkpoint written by this class. */
@@ -72,9 +77,22 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
       return undefined;
     });
     this.lastTime = state.source?.lastTime ?? "";
+    this.resumed = true;
     await this.file.open();
     this.log.info({ records: tail?.records ?? 0, from: state.source?.position }, "resuming the container log from Docker's log file");
-    this.running = this.run(state.source?.position, tail?.records ?? 0);
+    // Pass over the entries already in the file before this follower is
+    // registered, so no checkpoint or reopen falls between.
+    let opened: boolean | Error;
+    try {
+      opened = await this.openTail(state.source?.position, tail?.records ?? 0);
+      if (opened) await this.skipWritten();
+    } catch (err) {
+      opened = err instanceof Error ? err : new Error(String(err));
+    }
+    this.running = this.run(async () => {
+      if (opened instanceof Error) throw opened;
+      return opened;
+    });
   }
 
   /** Output Docker rotated away before it was read (counted; each occasion is logged). */
@@ -82,12 +100,18 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     return this.tail?.lost ?? { events: 0, bytes: 0 };
   }
 
-  private async run(from: TailPosition | undefined, skip: number): Promise<void> {
+  protected override checkpointable(): boolean {
+    return this.converter.skip === 0 && (!this.resumed || this.file.position().mark !== undefined);
+  }
+
+  private async run(open: () => Promise<boolean>): Promise<void> {
     try {
-      if (!(await this.openTail(from, skip))) {
+      if (!(await open())) {
         await this.persist(true);
         return;
       }
+      // The checkpoint from here on names Docker's file and offset.
+      await this.persist();
       const tail = this.tail!;
       this.refreshTimer = setInterval(() => {
         tail.refresh().catch((err) => this.log.warn({ err }, "cannot check Docker's log files for rotation"));
@@ -165,10 +189,39 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
       start = tail.position(0);
     }
     this.converter = new JsonLogConverter(skip);
-    // The checkpoint from here on names Docker's file and offset.
     await this.file.appendBytes(Buffer.alloc(0), start);
-    await this.persist();
     return true;
+  }
+
+  /**
+   * Reads past the entries whose records an earlier run wrote after its last
+   * checkpoint (the converter's skip). They are in Docker's log already; an
+   * entry may still be in the middle of being written, so the end of the log
+   * is waited for briefly before the rest is given up as not there.
+   */
+  private async skipWritten(): Promise<void> {
+    const tail = this.tail!;
+    let idle = 0;
+    while (this.converter.skip > 0 && !this.abort.signal.aborted) {
+      if (this.carry === this.input.length) this.grow();
+      const n = await tail.read(this.input, this.carry);
+      if (n > 0) {
+        await this.consume(this.carry + n, "more");
+        continue;
+      }
+      const step = await tail.next();
+      if (step === "more") continue;
+      if (step === "switched" || step === "truncated") {
+        await this.endOfFile(step === "switched" ? "file-end" : "output-end");
+        continue;
+      }
+      if (++idle > SKIP_WAIT_TRIES) {
+        this.log.warn({ records: this.converter.skip }, "the CRI log file holds records Docker's log does not; continuing after Docker's last entry");
+        this.converter.skip = 0;
+        break;
+      }
+      await delay(SKIP_WAIT_MS, this.abort.signal);
+    }
   }
 
   /** Converts and writes the complete lines in input[0, length); keeps the rest as carry. */

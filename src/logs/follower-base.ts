@@ -34,6 +34,9 @@ export abstract class FollowerBase<Mark = undefined> {
   protected running: Promise<void> | undefined;
   private lastPersist = 0;
   private persisting: Promise<void> = Promise.resolve();
+  /** Written since the last checkpoint. */
+  private dirty = false;
+  private trailing: ReturnType<typeof setTimeout> | undefined;
 
   constructor(protected readonly options: LogFollowerOptions) {
     this.containerId = options.containerId;
@@ -64,6 +67,7 @@ export abstract class FollowerBase<Mark = undefined> {
   /** Stops following; keeps the checkpoint so a later start can resume. */
   async stop(): Promise<void> {
     this.abort.abort();
+    clearTimeout(this.trailing);
     // Closing first ends a write stuck retrying on a full disk (the loop
     // would wait for it forever); a write in progress still completes.
     const closing = this.file.close();
@@ -75,9 +79,37 @@ export abstract class FollowerBase<Mark = undefined> {
   /** The state to save now; `done` when all output is in the file. */
   protected abstract checkpoint(done: boolean): FollowState;
 
-  /** Checkpoints when the last one is older than PERSIST_INTERVAL_MS. */
+  /**
+   * Whether the source position and the CRI file's size agree now. While a
+   * resumed follower is still passing over output an earlier run already
+   * wrote, the file holds records the position does not cover yet; a
+   * checkpoint then would make the next start write them again.
+   */
+  protected checkpointable(): boolean {
+    return true;
+  }
+
+  /**
+   * After a write: checkpoints when the last checkpoint is older than
+   * PERSIST_INTERVAL_MS, and otherwise once that much time has passed, so a
+   * follower whose container went quiet never keeps a checkpoint behind its
+   * file (a stale one would name a Docker file that may be rotated away by
+   * the next start).
+   */
   protected async persistIfDue(): Promise<void> {
-    if (Date.now() - this.lastPersist >= PERSIST_INTERVAL_MS) await this.persist();
+    this.dirty = true;
+    const since = Date.now() - this.lastPersist;
+    if (since >= PERSIST_INTERVAL_MS) {
+      await this.persist();
+      return;
+    }
+    if (this.trailing || this.abort.signal.aborted) return;
+    this.trailing = setTimeout(() => {
+      this.trailing = undefined;
+      if (this.abort.signal.aborted || !this.dirty) return;
+      this.persistIfDue().catch((err) => this.log.warn({ err }, "cannot checkpoint the log position"));
+    }, PERSIST_INTERVAL_MS - since);
+    this.trailing.unref?.();
   }
 
   /** Checkpoints one at a time (the run loop, reopen and stop all do). */
@@ -88,7 +120,9 @@ export abstract class FollowerBase<Mark = undefined> {
   }
 
   private async save(done: boolean): Promise<void> {
+    if (!this.checkpointable()) return;
     this.lastPersist = Date.now();
+    this.dirty = false;
     await this.options.store.save(this.checkpoint(done));
   }
 }

@@ -29,6 +29,8 @@ const RECONNECT_MS = 500;
 export class LogFollower extends FollowerBase {
   private tracker = new WrittenTracker();
   private held: DockerLogMessage | undefined;
+  /** Messages of the current replay still to pass over (an earlier run wrote them). */
+  private skip = 0;
 
   /** Starts from the first line (a container cridock just started). */
   async startFresh(): Promise<void> {
@@ -89,19 +91,19 @@ export class LogFollower extends FollowerBase {
     const { docker, containerId, tty } = this.options;
     this.tracker = new WrittenTracker(point.since, point.lastNanos);
     this.held = undefined;
-    let skip = point.skip;
+    this.skip = point.skip;
     // A replayed message well past everything written cannot be a written one.
     const skipLimit = point.lastNanos + WINDOW_NANOS;
     const parser = tty ? new TtyLogParser() : new MultiplexedLogParser();
     const take = async (messages: DockerLogMessage[], atEnd: boolean) => {
       const records: (CriRecord & { nanos: bigint })[] = [];
       for (const m of messages) {
-        if (skip > 0 && m.nanos <= skipLimit) {
-          skip--;
+        if (this.skip > 0 && m.nanos <= skipLimit) {
+          this.skip--;
           this.tracker.note(m.nanos);
           continue;
         }
-        skip = 0;
+        this.skip = 0;
         if (this.held) records.push(record(this.held, "P"));
         this.held = m.partial ? m : undefined;
         if (!m.partial) records.push(record(m, "F"));
@@ -153,6 +155,11 @@ export class LogFollower extends FollowerBase {
       if (isNotFound(err)) return true;
       throw err;
     }
+  }
+
+  /** While passing over written messages, the file holds records the tracker has not noted yet. */
+  protected override checkpointable(): boolean {
+    return this.skip === 0;
   }
 
   protected checkpoint(done: boolean): FollowState {
