@@ -61,6 +61,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     pullProgressDeadlineMs: config.imagePullProgressDeadlineMs,
   });
 
+  const logFollowers = new LogFollowers(docker, config.rootDirectory, log);
   const sandboxStore = new CheckpointStore<SandboxRecord>(join(config.rootDirectory, "sandbox"));
   const sandboxes = new SandboxManager({
     docker,
@@ -74,10 +75,10 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     logMaxFile: config.dockerLogMaxFile,
     cgroupDriver: () => status.cgroupDriver(),
     runtimeNames: async () => Object.keys((await docker.info()).Runtimes ?? {}),
+    containerRemoved: (id) => logFollowers.forget(id),
   });
   await recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log });
 
-  const logFollowers = new LogFollowers(docker, config.rootDirectory, log);
   const containers = new ContainerManager({
     docker,
     sandboxes,
