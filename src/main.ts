@@ -7,7 +7,7 @@ import process from "node:process";
 import { ConfigError, parseConfig, type Config } from "./config.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { DockerClient } from "./docker/client.ts";
-import { CriServer } from "./cri/server.ts";
+import { CriServer, prepareSocketPath } from "./cri/server.ts";
 import { runtimeServiceRpcs } from "./cri/runtime-service.ts";
 import { imageServiceRpcs } from "./cri/image-service.ts";
 import { RuntimeStatus } from "./runtime/status.ts";
@@ -43,6 +43,10 @@ export interface Cridock {
 }
 
 export async function startCridock(config: Config, log: Logger): Promise<Cridock> {
+  // Before anything else: a live instance on this socket owns the root
+  // directory, its sandboxes and their networks; recovery, a streaming
+  // server or log writers started here would act on its state.
+  await prepareSocketPath(config.listenSocket);
   const docker = new DockerClient({
     endpoint: config.dockerEndpoint,
     requestTimeoutMs: config.runtimeRequestTimeoutMs,
