@@ -13,7 +13,7 @@
  *                root as Heap.*.heapsnapshot) to see what holds memory.
  * Needs scripts/env-setup.sh; the engine is CRIDOCK_TEST_DOCKER_ENDPOINT.
  */
-import { mkdtemp, readdir, readFile, rename, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, readlink, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -50,6 +50,17 @@ async function sample(): Promise<{ rssMb: number; fds: number }> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   return { rssMb: rssKb / 1024, fds: (await readdir(`/proc/${pid}/fd`)).length };
+}
+
+/** Open fds by kind (socket, pipe, anon_inode:…, or the file), to say what an extra fd is. */
+async function fdKinds(): Promise<Map<string, number>> {
+  const kinds = new Map<string, number>();
+  for (const fd of await readdir(`/proc/${pid}/fd`)) {
+    const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => "gone");
+    const kind = target.replace(/:\[\d+\]$/, "");
+    kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
+  }
+  return kinds;
 }
 
 async function snapshot(label: string): Promise<void> {
@@ -110,6 +121,7 @@ try {
   await client.imageCall("PullImage", { image: { image: BUSYBOX_IMAGE } });
   await new Promise((r) => setTimeout(r, 1000));
   const idle = await sample();
+  const idleKinds = await fdKinds();
   console.log(`idle: rss ${idle.rssMb.toFixed(1)} MB, fds ${idle.fds}`);
   const started = Date.now();
   let next = 0;
@@ -130,8 +142,12 @@ try {
     }
   };
   await Promise.all(Array.from({ length: parallel }, worker));
-  await new Promise((r) => setTimeout(r, 2000));
-  const end = await sample();
+  // Idle again: keep-alive connections to dockerd close after a few seconds of disuse.
+  let end = await sample();
+  for (let i = 0; i < 30 && end.fds > idle.fds; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    end = await sample();
+  }
   samples.push({ cycle: done, ...end });
   await snapshot("end");
   const after = samples.filter((s) => s.cycle >= WARM_UP);
@@ -139,6 +155,9 @@ try {
   const perHundred = slope(after.map((s) => [s.cycle, s.rssMb])) * 100;
   console.log(`cycles ${done}; RSS at cycle ${after[0]?.cycle ?? done}: ${at100.toFixed(1)} MB, at the end (idle): ${end.rssMb.toFixed(1)} MB (${(end.rssMb - at100 >= 0 ? "+" : "") + (end.rssMb - at100).toFixed(1)} MB); slope after warm-up ${perHundred.toFixed(2)} MB per 100 cycles`);
   console.log(`fds: idle at start ${idle.fds}, idle at the end ${end.fds}`);
+  const endKinds = await fdKinds();
+  const extra = [...endKinds].filter(([k, n]) => n !== (idleKinds.get(k) ?? 0)).map(([k, n]) => `${k} ${idleKinds.get(k) ?? 0}→${n}`);
+  if (extra.length > 0) console.log(`fds that differ from idle: ${extra.join(", ")}`);
   if (end.rssMb - at100 > 20 || end.fds > idle.fds) exitCode = 1;
 } catch (err) {
   console.error(err);
