@@ -15,7 +15,7 @@ import { pinNetns, unpinNetns } from "../../network/netns.ts";
 import type { CheckpointStore } from "../../store/checkpoint.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
 import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "../labels.ts";
-import { validateId } from "../lookup.ts";
+import { removedMeanwhile, validateId } from "../lookup.ts";
 import { sandboxName } from "../naming.ts";
 import { checkPrivilegedAllowed, hostCapabilities } from "../container/capabilities.ts";
 import { sandboxCreateBody } from "./docker.ts";
@@ -249,7 +249,7 @@ export class SandboxManager implements SandboxLookup {
     try {
       await this.docker.removeContainer(record.id, { force: true });
     } catch (err) {
-      if (!isNotFound(err) && !(await this.containerGone(record.id))) {
+      if (!isNotFound(err) && !(await removedMeanwhile(this.docker, record.id))) {
         clean = false;
         log.error({ err: describeCause(err) }, "undo: removing the pause container failed");
       }
@@ -260,19 +260,6 @@ export class SandboxManager implements SandboxLookup {
     } catch (err) {
       log.error({ err: describeCause(err) }, "undo: updating the checkpoint failed");
     }
-  }
-
-  /** After a failed removal: whether the container is gone anyway (a removal already in progress finished). */
-  private async containerGone(id: string): Promise<boolean> {
-    for (let i = 0; i < 20; i++) {
-      try {
-        await this.docker.inspectContainer(id);
-      } catch (err) {
-        if (isNotFound(err)) return true;
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    return false;
   }
 
   // ---- Stop / Remove -------------------------------------------------------
