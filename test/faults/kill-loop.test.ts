@@ -73,9 +73,18 @@ async function lifecycle(env: FaultEnv): Promise<void> {
   completed++;
 }
 
-/** Lifecycles back to back until one fails (cridock was killed). */
-async function drive(env: FaultEnv, stop: { stopped: boolean }): Promise<void> {
-  while (!stop.stopped) await lifecycle(env);
+/** Lifecycles back to back until cridock is killed; a failure before that is a finding. */
+async function drive(env: FaultEnv, stop: { stopped: boolean; error?: unknown }): Promise<void> {
+  try {
+    while (!stop.stopped) await lifecycle(env);
+  } catch (err) {
+    if (!stop.stopped) stop.error = err;
+  }
+}
+
+async function until(predicate: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!predicate() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
 }
 
 async function recoverAndCheck(t: Test, what: string): Promise<void> {
@@ -96,12 +105,16 @@ async function waitFor(path: string, ms: number): Promise<boolean> {
 
 t.test(`${RANDOM_KILLS} kills at random moments of back-to-back pod lifecycles`, async (t) => {
   for (let i = 0; i < RANDOM_KILLS; i++) {
-    const stop = { stopped: false };
-    const driving = drive(env, stop).catch(() => undefined);
-    await new Promise((r) => setTimeout(r, 300 + Math.random() * 3500));
+    const stop: { stopped: boolean; error?: unknown } = { stopped: false };
+    const driving = drive(env, stop);
+    // One or two whole lifecycles, then a kill at a random moment of the next.
+    const target = completed + 1 + (i % 2);
+    await until(() => completed >= target || stop.error !== undefined, 120_000);
+    await new Promise((r) => setTimeout(r, Math.random() * 2000));
     stop.stopped = true;
     await env.killAndRestart();
     await driving;
+    if (stop.error) t.fail(`a lifecycle failed before the kill: ${(stop.error as Error).message}`);
     await recoverAndCheck(t, `random kill ${i + 1}`);
   }
   t.comment(`completed pod lifecycles: ${completed}`);

@@ -15,7 +15,7 @@ import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummar
 import { containerInfo, processUser, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
 import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
-import { findByIdOrPrefix, validateId } from "../lookup.ts";
+import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
 import { containerName } from "../naming.ts";
 import { updateFor } from "./resources.ts";
 import type { SandboxLookup } from "../sandbox/view.ts";
@@ -142,7 +142,7 @@ export class ContainerManager {
         try {
           await this.docker.removeContainer(found.Id, { force: true, volumes: true });
         } catch (err) {
-          if (!isNotFound(err)) throw withContext(`removing container ${id}`, err, "UNKNOWN");
+          if (!isNotFound(err) && !(await removedMeanwhile(this.docker, found.Id))) throw withContext(`removing container ${id}`, err, "UNKNOWN");
         }
       }
       await this.options.logs.forget(fullId);

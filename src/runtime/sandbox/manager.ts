@@ -287,14 +287,17 @@ export class SandboxManager implements SandboxLookup {
     await this.withLock(found.id, async () => {
       const record = this.records.get(found.id);
       await this.forEachContainer(found.id, "remove", async (id) => {
-        await this.docker.removeContainer(id, { force: true, volumes: true }).catch((err) => (isNotFound(err) ? undefined : Promise.reject(err)));
+        await this.docker.removeContainer(id, { force: true, volumes: true }).catch(async (err) => {
+          if (!isNotFound(err) && !(await removedMeanwhile(this.docker, id))) throw err;
+        });
         await this.options.containerRemoved?.(id);
       });
       if (record) await this.detachNetwork(record);
       try {
         await this.docker.removeContainer(found.id, { force: true, volumes: true });
       } catch (err) {
-        if (!isNotFound(err)) throw new CridockError(codeOf(err), `RemovePodSandbox ${found.id}: removing the pause container`, { cause: err });
+        // Another removal (dockerd's "already in progress") that finished counts.
+        if (!isNotFound(err) && !(await removedMeanwhile(this.docker, found.id))) throw new CridockError(codeOf(err), `RemovePodSandbox ${found.id}: removing the pause container`, { cause: err });
       }
       if (record) {
         await unpinNetns(record.netnsPath);
