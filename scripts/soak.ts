@@ -13,6 +13,7 @@
  *                root as Heap.*.heapsnapshot) to see what holds memory.
  * Needs scripts/env-setup.sh; the engine is CRIDOCK_TEST_DOCKER_ENDPOINT.
  */
+import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile, readlink, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -168,5 +169,6 @@ try {
   await cridock.stop();
   await cni.cleanup();
   await rm(scratch, { recursive: true, force: true });
+  await new Promise<void>((resolve) => execFile("ip", ["link", "del", "cridock-soak0"], () => resolve()));
 }
 process.exit(exitCode);

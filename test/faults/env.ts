@@ -85,6 +85,12 @@ export async function startFaultEnv(options: FaultEnvOptions = {}): Promise<Faul
       await env.cridock.stop();
       await cni.cleanup();
       await rm(scratch, { recursive: true, force: true });
+      // The suite's own bridge (test files run one at a time): gone with the last pod.
+      try {
+        execFileSync("ip", ["link", "del", FAULT_BRIDGE], { stdio: "ignore" });
+      } catch {
+        // not there (no pod ever ran)
+      }
     },
   };
   return env;
