@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs cridock's whole test suite on this machine (Debian, as root): sets the
 # environment up, then runs in order the unit tests, the integration tests
-# (one file at a time: they share dockerd), the Deno tests (the smoke tests,
-# then the critest focus against cridock under Deno) and the critest
-# conformance runs. Ends with one line "N passed, N failed" (tap test
+# (one file at a time: they share dockerd), the fault suite (kill -9 loops,
+# log integrity across restarts, races, a gRPC fuzzer; bounded to a few
+# minutes), the Deno tests (the smoke tests, then the critest focus against
+# cridock under Deno) and the critest conformance runs. Ends with one line
+# "N passed, N failed" (tap test
 # points plus critest specs) and exits non-zero if anything failed.
 #
-# Usage: scripts/test.sh [unit|integration|deno|conformance]...   (default: all, in that order)
+# Usage: scripts/test.sh [unit|integration|faults|deno|conformance]...   (default: all, in that order)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -68,7 +70,7 @@ prepare() {
 
 main() {
   local suites=("$@")
-  ((${#suites[@]} > 0)) || suites=(unit integration deno conformance)
+  ((${#suites[@]} > 0)) || suites=(unit integration faults deno conformance)
   prepare
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
   # shellcheck disable=SC2064  # expand now
@@ -78,6 +80,7 @@ main() {
     case "$suite" in
       unit) run_tap_suite unit ;;
       integration) run_tap_suite integration --jobs=1 --timeout=600 ;;
+      faults) run_tap_suite faults --jobs=1 --timeout=300 ;;
       deno)
         run_tap_suite deno --jobs=1 --timeout=300
         # The whole critest focus once more, against cridock started with Deno.
@@ -89,7 +92,7 @@ main() {
         run_conformance conformance-websocket -- "-ginkgo.focus=$(focus_regex streaming)" \
           -websocket-exec -websocket-attach -websocket-portforward
         ;;
-      *) die "unknown suite '$suite' (unit, integration, deno, conformance)" ;;
+      *) die "unknown suite '$suite' (unit, integration, faults, deno, conformance)" ;;
     esac
   done
   echo "# ---- summary"

@@ -7,7 +7,7 @@ import process from "node:process";
 import { ConfigError, parseConfig, type Config } from "./config.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { DockerClient } from "./docker/client.ts";
-import { CriServer } from "./cri/server.ts";
+import { CriServer, prepareSocketPath } from "./cri/server.ts";
 import { runtimeServiceRpcs } from "./cri/runtime-service.ts";
 import { imageServiceRpcs } from "./cri/image-service.ts";
 import { RuntimeStatus } from "./runtime/status.ts";
@@ -43,6 +43,10 @@ export interface Cridock {
 }
 
 export async function startCridock(config: Config, log: Logger): Promise<Cridock> {
+  // Before anything else: a live instance on this socket owns the root
+  // directory, its sandboxes and their networks; recovery, a streaming
+  // server or log writers started here would act on its state.
+  await prepareSocketPath(config.listenSocket);
   const docker = new DockerClient({
     endpoint: config.dockerEndpoint,
     requestTimeoutMs: config.runtimeRequestTimeoutMs,
@@ -61,6 +65,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     pullProgressDeadlineMs: config.imagePullProgressDeadlineMs,
   });
 
+  const logFollowers = new LogFollowers(docker, config.rootDirectory, log);
   const sandboxStore = new CheckpointStore<SandboxRecord>(join(config.rootDirectory, "sandbox"));
   const sandboxes = new SandboxManager({
     docker,
@@ -74,10 +79,10 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     logMaxFile: config.dockerLogMaxFile,
     cgroupDriver: () => status.cgroupDriver(),
     runtimeNames: async () => Object.keys((await docker.info()).Runtimes ?? {}),
+    containerRemoved: (id) => logFollowers.forget(id),
   });
   await recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log });
 
-  const logFollowers = new LogFollowers(docker, config.rootDirectory, log);
   const containers = new ContainerManager({
     docker,
     sandboxes,

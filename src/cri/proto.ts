@@ -50,6 +50,27 @@ export function messageCodec<T>(type: protobuf.Type) {
   };
 }
 
+/**
+ * A request whose bytes are not a valid message of its RPC's type. grpc-js
+ * answers a throwing deserializer with INTERNAL "Error deserializing
+ * request"; handing this on instead lets the server answer INVALID_ARGUMENT
+ * naming the RPC (a client's fault, not ours).
+ */
+export class UndecodableRequest {
+  constructor(readonly typeName: string, readonly reason: string) {}
+}
+
+function requestDecoder(type: protobuf.Type): (bytes: Buffer) => unknown {
+  const decode = messageCodec<unknown>(type).deserialize;
+  return (bytes) => {
+    try {
+      return decode(bytes);
+    } catch (err) {
+      return new UndecodableRequest(type.fullName.replace(/^\./, ""), err instanceof Error ? err.message : String(err));
+    }
+  };
+}
+
 /** A grpc-js ServiceDefinition for `runtime.v1.<serviceName>`, with protobufjs codecs. */
 export function serviceDefinition(serviceName: "RuntimeService" | "ImageService", root = criRoot()): ServiceDefinition {
   const service = root.lookupService(`runtime.v1.${serviceName}`);
@@ -63,7 +84,7 @@ export function serviceDefinition(serviceName: "RuntimeService" | "ImageService"
       requestStream: Boolean(method.requestStream),
       responseStream: Boolean(method.responseStream),
       requestSerialize: request.serialize,
-      requestDeserialize: request.deserialize,
+      requestDeserialize: requestDecoder(method.resolvedRequestType!),
       responseSerialize: response.serialize,
       responseDeserialize: response.deserialize,
       originalName: method.name.charAt(0).toLowerCase() + method.name.slice(1),

@@ -21,7 +21,7 @@ import { CridockError, deadlineExceeded } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { grpcCodeOf, toServiceError } from "./errors.ts";
 import type { CallContext, HandlerTable, StreamHandler, UnaryHandler } from "./handlers.ts";
-import { criRoot, serviceDefinition } from "./proto.ts";
+import { criRoot, serviceDefinition, UndecodableRequest } from "./proto.ts";
 
 /** Clients (kubelet, crictl) accept 16 MiB messages; so do we. */
 export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -122,6 +122,12 @@ export class CriServer {
         return;
       }
       const started = performance.now();
+      const undecodable = refuseUndecodable(method, call.request);
+      if (undecodable) {
+        this.logFailure(method, started, undecodable);
+        callback(toServiceError(undecodable));
+        return;
+      }
       const { ctx, done } = this.context(method, call);
       handler(call.request, ctx).then(
         (response) => {
@@ -145,6 +151,12 @@ export class CriServer {
         return;
       }
       const started = performance.now();
+      const undecodable = refuseUndecodable(method, call.request);
+      if (undecodable) {
+        this.logFailure(method, started, undecodable);
+        call.emit("error", toServiceError(undecodable));
+        return;
+      }
       const { ctx, done } = this.context(method, call);
       const send = (message: unknown) =>
         new Promise<void>((resolve) => {
@@ -172,6 +184,12 @@ export class CriServer {
     if (err instanceof CridockError && err.code !== "INTERNAL") this.log.info(fields, "call failed");
     else this.log.error(fields, "call failed with an internal error");
   }
+}
+
+/** INVALID_ARGUMENT for a request that did not decode (see UndecodableRequest). */
+function refuseUndecodable(method: string, request: unknown): CridockError | undefined {
+  if (!(request instanceof UndecodableRequest)) return undefined;
+  return new CridockError("INVALID_ARGUMENT", `${method}: the request is not a valid ${request.typeName} message: ${request.reason}`);
 }
 
 function elapsed(started: number): number {

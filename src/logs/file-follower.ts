@@ -20,9 +20,7 @@
 import { stat } from "node:fs/promises";
 import { isNotFound } from "../docker/errors.ts";
 import { parseDockerTime } from "../docker/time.ts";
-import type { Logger } from "../log.ts";
-import type { LogFollowerOptions } from "./follower.ts";
-import { CriLogFile } from "./crilog.ts";
+import { delay, FollowerBase, type LogFollowerOptions } from "./follower-base.ts";
 import { JsonLogConverter } from "./json-log.ts";
 import { JsonLogTail, type TailPosition } from "./json-tail.ts";
 import { countRecordsAfter, FROM_START, type FollowState } from "./resume.ts";
@@ -30,7 +28,6 @@ import { countRecordsAfter, FROM_START, type FollowState } from "./resume.ts";
 const READ_SIZE = 1 << 20;
 /** Output of one read: records are never longer than their JSON lines, plus padding of the time. */
 const OUT_SLACK = 64 * 1024;
-const PERSIST_INTERVAL_MS = 500;
 /** How often Docker's directory is checked for new files while the reader is busy elsewhere. */
 const REFRESH_MS = 250;
 /** Polling an idle log: from MIN to MAX, doubling while nothing arrives. */
@@ -38,6 +35,9 @@ const IDLE_MIN_MS = 2;
 const IDLE_MAX_MS = 200;
 /** When the container's process cannot be seen in /proc, ask Docker this often whether it exited. */
 const INSPECT_EVERY_MS = 2_000;
+/** Resume: how long the end of Docker's log is waited for while entries already written are passed over. */
+const SKIP_WAIT_MS = 50;
+const SKIP_WAIT_TRIES = 20;
 /** Once the container exited, output is complete after a quiet period this long. */
 const SETTLE_MS = 100;
 
@@ -46,11 +46,7 @@ export type JsonFileFollowerOptions = LogFollowerOptions;
 
 type Phase = "more" | "file-end" | "output-end";
 
-export class JsonFileFollower {
-  readonly containerId: string;
-  readonly file: CriLogFile<TailPosition>;
-  private readonly log: Logger;
-  private readonly abort = new AbortController();
+export class JsonFileFollower extends FollowerBase<TailPosition> {
   private tail: JsonLogTail | undefined;
   private converter = new JsonLogConverter();
   private input = Buffer.allocUnsafe(READ_SIZE);
@@ -61,24 +57,16 @@ export class JsonFileFollower {
   private dockerLogPath = "";
   private maxFiles = 1;
   private pid = 0;
-  private lastPersist = 0;
   private lastInspect = 0;
-  private finished = false;
-  private running: Promise<void> | undefined;
   private refreshTimer: ReturnType<typeof setInterval> | undefined;
-  private persisting: Promise<void> = Promise.resolve();
-
-  constructor(private readonly options: JsonFileFollowerOptions) {
-    this.containerId = options.containerId;
-    this.log = options.logger.child({ component: "log-follower", container: options.containerId.slice(0, 12) });
-    this.file = new CriLogFile<TailPosition>({ path: options.logPath, logger: this.log });
-  }
+  /** Resumed from a checkpoint: nothing is saved before Docker's file is positioned again. */
+  private resumed = false;
 
   /** Creates the CRI file now; reading Docker's log starts in the background. */
   async startFresh(): Promise<void> {
     await this.file.open();
     await this.persist();
-    this.running = this.run(undefined, 0);
+    this.running = this.run(() => this.openTail(undefined, 0));
   }
 
   /** Resumes after a restart from a checkpoint written by this class. */
@@ -89,17 +77,22 @@ export class JsonFileFollower {
       return undefined;
     });
     this.lastTime = state.source?.lastTime ?? "";
+    this.resumed = true;
     await this.file.open();
     this.log.info({ records: tail?.records ?? 0, from: state.source?.position }, "resuming the container log from Docker's log file");
-    this.running = this.run(state.source?.position, tail?.records ?? 0);
-  }
-
-  wait(): Promise<void> {
-    return this.running ?? Promise.resolve();
-  }
-
-  get done(): boolean {
-    return this.finished;
+    // Pass over the entries already in the file before this follower is
+    // registered, so no checkpoint or reopen falls between.
+    let opened: boolean | Error;
+    try {
+      opened = await this.openTail(state.source?.position, tail?.records ?? 0);
+      if (opened) await this.skipWritten();
+    } catch (err) {
+      opened = err instanceof Error ? err : new Error(String(err));
+    }
+    this.running = this.run(async () => {
+      if (opened instanceof Error) throw opened;
+      return opened;
+    });
   }
 
   /** Output Docker rotated away before it was read (counted; each occasion is logged). */
@@ -107,27 +100,18 @@ export class JsonFileFollower {
     return this.tail?.lost ?? { events: 0, bytes: 0 };
   }
 
-  async reopen(): Promise<void> {
-    await this.file.reopen();
-    await this.persist();
+  protected override checkpointable(): boolean {
+    return this.converter.skip === 0 && (!this.resumed || this.file.position().mark !== undefined);
   }
 
-  async stop(): Promise<void> {
-    this.abort.abort();
-    // Closing first ends a write stuck retrying on a full disk (the loop
-    // would wait for it forever); a write in progress still completes.
-    const closing = this.file.close();
-    await this.running?.catch(() => undefined);
-    if (!this.finished) await this.persist().catch((err) => this.log.warn({ err }, "cannot checkpoint the log position"));
-    await closing;
-  }
-
-  private async run(from: TailPosition | undefined, skip: number): Promise<void> {
+  private async run(open: () => Promise<boolean>): Promise<void> {
     try {
-      if (!(await this.openTail(from, skip))) {
+      if (!(await open())) {
         await this.persist(true);
         return;
       }
+      // The checkpoint from here on names Docker's file and offset.
+      await this.persist();
       const tail = this.tail!;
       this.refreshTimer = setInterval(() => {
         tail.refresh().catch((err) => this.log.warn({ err }, "cannot check Docker's log files for rotation"));
@@ -205,10 +189,39 @@ export class JsonFileFollower {
       start = tail.position(0);
     }
     this.converter = new JsonLogConverter(skip);
-    // The checkpoint from here on names Docker's file and offset.
     await this.file.appendBytes(Buffer.alloc(0), start);
-    await this.persist();
     return true;
+  }
+
+  /**
+   * Reads past the entries whose records an earlier run wrote after its last
+   * checkpoint (the converter's skip). They are in Docker's log already; an
+   * entry may still be in the middle of being written, so the end of the log
+   * is waited for briefly before the rest is given up as not there.
+   */
+  private async skipWritten(): Promise<void> {
+    const tail = this.tail!;
+    let idle = 0;
+    while (this.converter.skip > 0 && !this.abort.signal.aborted) {
+      if (this.carry === this.input.length) this.grow();
+      const n = await tail.read(this.input, this.carry);
+      if (n > 0) {
+        await this.consume(this.carry + n, "more");
+        continue;
+      }
+      const step = await tail.next();
+      if (step === "more") continue;
+      if (step === "switched" || step === "truncated") {
+        await this.endOfFile(step === "switched" ? "file-end" : "output-end");
+        continue;
+      }
+      if (++idle > SKIP_WAIT_TRIES) {
+        this.log.warn({ records: this.converter.skip }, "the CRI log file holds records Docker's log does not; continuing after Docker's last entry");
+        this.converter.skip = 0;
+        break;
+      }
+      await delay(SKIP_WAIT_MS, this.abort.signal);
+    }
   }
 
   /** Converts and writes the complete lines in input[0, length); keeps the rest as carry. */
@@ -221,7 +234,7 @@ export class JsonFileFollower {
       if (r.malformedBytes > 0) this.log.warn({ bytes: r.malformedBytes, dockerLog: this.dockerLogPath }, "skipped bytes of Docker's log that are not log entries");
       if (r.consumed === 0) break;
       await this.file.appendBytes(this.output.subarray(0, r.written), this.tail!.position(length - pos));
-      if (Date.now() - this.lastPersist >= PERSIST_INTERVAL_MS) await this.persist();
+      await this.persistIfDue();
     }
     this.input.copy(this.input, 0, pos, length);
     this.carry = length - pos;
@@ -262,17 +275,9 @@ export class JsonFileFollower {
     }
   }
 
-  /** Checkpoints one at a time (the run loop and ReopenContainerLog both do). */
-  private persist(done = false): Promise<void> {
-    const run = this.persisting.then(() => this.save(done));
-    this.persisting = run.catch(() => undefined);
-    return run;
-  }
-
-  private async save(done: boolean): Promise<void> {
-    this.lastPersist = Date.now();
+  protected checkpoint(done: boolean): FollowState {
     const position = this.file.position();
-    await this.options.store.save({
+    return {
       containerId: this.containerId,
       logPath: this.options.logPath,
       tty: this.options.tty,
@@ -282,7 +287,7 @@ export class JsonFileFollower {
       done,
       kind: "json-file",
       source: position.mark ? { dockerLogPath: this.dockerLogPath, maxFiles: this.maxFiles, position: position.mark, lastTime: this.lastTime } : undefined,
-    });
+    };
   }
 
   private grow(): void {
@@ -295,15 +300,4 @@ export class JsonFileFollower {
 
 function processExists(pid: number): Promise<boolean> {
   return stat(`/proc/${pid}`).then(() => true, () => false);
-}
-
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
-  });
 }

@@ -14,44 +14,23 @@
  * slows the Docker stream (Docker keeps its own bounded copy meanwhile) and
  * never grows memory.
  */
-import type { DockerClient } from "../docker/client.ts";
 import { isNotFound } from "../docker/errors.ts";
 import { dockerSinceParam, parseDockerTime } from "../docker/time.ts";
-import type { Logger } from "../log.ts";
-import { CriLogFile, type CriRecord } from "./crilog.ts";
+import type { CriRecord } from "./crilog.ts";
 import { MultiplexedLogParser, TtyLogParser, type DockerLogMessage } from "./docker-log.ts";
-import { countRecordsAfter, FollowStateStore, FROM_START, WrittenTracker, WINDOW_NANOS, type FollowState, type ResumePoint } from "./resume.ts";
+import { delay, FollowerBase } from "./follower-base.ts";
+import { countRecordsAfter, FROM_START, WrittenTracker, WINDOW_NANOS, type FollowState, type ResumePoint } from "./resume.ts";
 
-/** How often the resume point is checkpointed while output flows. */
-const PERSIST_INTERVAL_MS = 500;
+export type { LogFollowerOptions } from "./follower-base.ts";
+
 /** Reconnect delay when the stream drops while the container still runs. */
 const RECONNECT_MS = 500;
 
-export interface LogFollowerOptions {
-  docker: DockerClient;
-  store: FollowStateStore;
-  logger: Logger;
-  containerId: string;
-  logPath: string;
-  tty: boolean;
-}
-
-export class LogFollower {
-  readonly containerId: string;
-  readonly file: CriLogFile;
-  private readonly abort = new AbortController();
-  private readonly log: Logger;
+export class LogFollower extends FollowerBase {
   private tracker = new WrittenTracker();
   private held: DockerLogMessage | undefined;
-  private lastPersist = 0;
-  private finished = false;
-  private running: Promise<void> | undefined;
-
-  constructor(private readonly options: LogFollowerOptions) {
-    this.containerId = options.containerId;
-    this.log = options.logger.child({ component: "log-follower", container: options.containerId.slice(0, 12) });
-    this.file = new CriLogFile({ path: options.logPath, logger: this.log });
-  }
+  /** Messages of the current replay still to pass over (an earlier run wrote them). */
+  private skip = 0;
 
   /** Starts from the first line (a container cridock just started). */
   async startFresh(): Promise<void> {
@@ -77,31 +56,6 @@ export class LogFollower {
     await this.file.open();
     this.log.info({ since: point.since.toString(), skip: point.skip }, "resuming the container log");
     this.running = this.run(point);
-  }
-
-  /** Resolves when the container's output is all in the file (or the follower was stopped). */
-  wait(): Promise<void> {
-    return this.running ?? Promise.resolve();
-  }
-
-  get done(): boolean {
-    return this.finished;
-  }
-
-  /** Rotation: the next record goes to a new file at the same path. */
-  async reopen(): Promise<void> {
-    await this.file.reopen();
-    await this.persist();
-  }
-
-  /** Stops following; keeps the checkpoint so a later start can resume. */
-  async stop(): Promise<void> {
-    this.abort.abort();
-    // Closing first ends a write stuck retrying on a full disk (see file-follower.ts).
-    const closing = this.file.close();
-    await this.running?.catch(() => undefined);
-    if (!this.finished && this.running) await this.persist().catch((err) => this.log.warn({ err }, "cannot checkpoint the log position"));
-    await closing;
   }
 
   private async run(start: ResumePoint): Promise<void> {
@@ -137,19 +91,19 @@ export class LogFollower {
     const { docker, containerId, tty } = this.options;
     this.tracker = new WrittenTracker(point.since, point.lastNanos);
     this.held = undefined;
-    let skip = point.skip;
+    this.skip = point.skip;
     // A replayed message well past everything written cannot be a written one.
     const skipLimit = point.lastNanos + WINDOW_NANOS;
     const parser = tty ? new TtyLogParser() : new MultiplexedLogParser();
     const take = async (messages: DockerLogMessage[], atEnd: boolean) => {
       const records: (CriRecord & { nanos: bigint })[] = [];
       for (const m of messages) {
-        if (skip > 0 && m.nanos <= skipLimit) {
-          skip--;
+        if (this.skip > 0 && m.nanos <= skipLimit) {
+          this.skip--;
           this.tracker.note(m.nanos);
           continue;
         }
-        skip = 0;
+        this.skip = 0;
         if (this.held) records.push(record(this.held, "P"));
         this.held = m.partial ? m : undefined;
         if (!m.partial) records.push(record(m, "F"));
@@ -163,7 +117,7 @@ export class LogFollower {
       // Noted only once in the file, so a checkpoint never counts a record
       // that is not there.
       for (const r of records) this.tracker.note(r.nanos);
-      if (Date.now() - this.lastPersist >= PERSIST_INTERVAL_MS) await this.persist();
+      await this.persistIfDue();
     };
     try {
       const response = await docker.raw("GET", `/containers/${containerId}/logs`, {
@@ -203,10 +157,14 @@ export class LogFollower {
     }
   }
 
-  private async persist(done = false): Promise<void> {
-    this.lastPersist = Date.now();
+  /** While passing over written messages, the file holds records the tracker has not noted yet. */
+  protected override checkpointable(): boolean {
+    return this.skip === 0;
+  }
+
+  protected checkpoint(done: boolean): FollowState {
     const position = this.file.position();
-    await this.options.store.save({
+    return {
       containerId: this.containerId,
       logPath: this.options.logPath,
       tty: this.options.tty,
@@ -214,20 +172,10 @@ export class LogFollower {
       inode: position.inode,
       offset: position.size,
       done,
-    });
+    };
   }
 }
 
 function record(m: DockerLogMessage, tag: "P" | "F"): CriRecord & { nanos: bigint } {
   return { timestamp: m.timestamp, stream: m.stream, tag, content: m.content, nanos: m.nanos };
-}
-
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      resolve();
-    }, { once: true });
-  });
 }

@@ -4,8 +4,10 @@
  * bytes base64-encoded) so DEL uses the same config and args as ADD did,
  * also after a restart or a change of the conf dir. The entry is written
  * before ADD (without a result) so an interrupted ADD can still be undone.
+ * Entries are written to a temporary name and renamed; temporaries a killed
+ * process left are swept at start-up.
  */
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 
@@ -21,6 +23,8 @@ export interface CacheEntry {
   netns: string;
   result: unknown;
 }
+
+const TEMPORARY = /^.+-.+-.+\.[0-9a-f]{8}\.tmp$/;
 
 export class CniCache {
   constructor(readonly directory: string) {}
@@ -44,6 +48,26 @@ export class CniCache {
     } catch {
       return undefined;
     }
+  }
+
+  /**
+   * Removes temporaries (`<entry>.<8 hex>.tmp`, this class's names) last
+   * modified before `before`: a writer renames its temporary within
+   * milliseconds, so an older one belongs to a process that died. Returns
+   * the names removed.
+   */
+  async sweepTemporaries(before: Date): Promise<string[]> {
+    const dir = join(this.directory, "results");
+    const names = await readdir(dir).catch(() => [] as string[]);
+    const removed: string[] = [];
+    for (const name of names) {
+      if (!TEMPORARY.test(name)) continue;
+      const info = await stat(join(dir, name)).catch(() => undefined);
+      if (!info || info.mtimeMs >= before.getTime()) continue;
+      await rm(join(dir, name), { force: true });
+      removed.push(name);
+    }
+    return removed;
   }
 
   async remove(networkName: string, containerId: string, ifName: string): Promise<void> {

@@ -6,6 +6,7 @@
  * reverse with the config and args cached at ADD time.
  */
 import { readdir } from "node:fs/promises";
+import process from "node:process";
 import { join } from "node:path";
 import { CridockError, failedPrecondition } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -51,6 +52,13 @@ export class CniNetwork implements PodNetwork {
 
   /** Loads the config once and keeps reloading it in the background. */
   async start(): Promise<void> {
+    // Temporaries of a cache write interrupted by kill -9 (written before this process started).
+    const started = new Date(Date.now() - process.uptime() * 1000);
+    const swept = await this.cache.sweepTemporaries(started).catch((err) => {
+      this.log.warn({ err, cacheDir: this.options.cacheDir }, "cannot sweep temporary files of the CNI result cache");
+      return [];
+    });
+    if (swept.length > 0) this.log.info({ files: swept }, "removed temporary CNI cache files left by an interrupted write");
     await this.reload();
     this.timer = setInterval(() => void this.reload(), this.options.reloadIntervalMs ?? 2_000);
     this.timer.unref();

@@ -1,8 +1,10 @@
 /**
  * Resolves CRI ids (Docker container ids, or unique prefixes of them, as
- * crictl allows) to the Docker containers of one cridock type.
+ * crictl allows) to the Docker containers of one cridock type, and tells
+ * whether a container is gone after a removal raced with another one.
  */
 import type { DockerClient } from "../docker/client.ts";
+import { isNotFound } from "../docker/errors.ts";
 import type { ContainerSummary } from "../docker/types.ts";
 import { invalidArgument } from "../errors.ts";
 import { TYPE_LABEL, type ContainerType } from "./labels.ts";
@@ -43,4 +45,20 @@ export async function findByIdOrPrefix(
 
 function truncate(text: string): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/**
+ * After a failed removal: whether the container is gone anyway, because a
+ * removal already in progress elsewhere finished (waits up to 2 s).
+ */
+export async function removedMeanwhile(docker: DockerClient, id: string): Promise<boolean> {
+  for (let i = 0; i < 20; i++) {
+    try {
+      await docker.inspectContainer(id);
+    } catch (err) {
+      if (isNotFound(err)) return true;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
 }

@@ -3,10 +3,13 @@
  * it) so a node can switch runtimes without recreating its pods:
  *   sandbox    k8s_POD_<pod>_<namespace>_<uid>_<attempt>
  *   container  k8s_<container>_<pod>_<namespace>_<uid>_<attempt>
- * A name that conflicts with a container that cannot be removed gets a random
- * `_<8 hex>` suffix; parsers accept both forms.
+ * The name is the reservation of a pod attempt (and of a container attempt
+ * in its pod): cridock never creates cri-dockerd's random-suffixed fallback
+ * (`_<8 hex>`, a workaround for dockerd keeping names of removed containers,
+ * fixed long before Engine API 1.41), because a second container for the
+ * same attempt is exactly the duplicate CRI forbids. Parsers still accept
+ * the suffixed form, for containers cri-dockerd made.
  */
-import { randomBytes } from "node:crypto";
 
 export const NAME_PREFIX = "k8s";
 export const SANDBOX_CONTAINER_NAME = "POD";
@@ -32,11 +35,6 @@ export function sandboxName(pod: PodIdentity, attempt: number): string {
 
 export function containerName(container: { name: string; attempt: number }, pod: PodIdentity): string {
   return [NAME_PREFIX, container.name, pod.name, pod.namespace, pod.uid, String(container.attempt)].join(DELIMITER);
-}
-
-/** The same name with a random suffix, for retrying after a name conflict. */
-export function randomizedName(name: string): string {
-  return `${name}${DELIMITER}${randomBytes(4).toString("hex")}`;
 }
 
 /** Parses a Docker container name (with or without its leading "/"); undefined if not ours. */

@@ -21,6 +21,7 @@ import {
   type RemoteCommandRequest,
   type RemoteCommandRuntime,
 } from "./remotecommand.ts";
+import { limitPendingConnections } from "./pending.ts";
 import { SpdySession } from "./spdy.ts";
 import { TokenStore } from "./tokens.ts";
 import { serveWebSocketRemoteCommand } from "./websocket.ts";
@@ -45,6 +46,10 @@ export interface StreamingServerOptions {
   writeStallTimeoutMs?: number;
   /** Largest HTTP request head accepted (larger gets 431). */
   maxHeaderBytes?: number;
+  /** How long a connection has to send its whole request head (see pending.ts). */
+  headerTimeoutMs?: number;
+  /** Connections at most waiting for their request head at once. */
+  maxPendingConnections?: number;
 }
 
 const ROUTE = /^\/(exec|attach|portforward)\/([^/?#]+)$/;
@@ -61,7 +66,12 @@ export class StreamingServer {
   constructor(private readonly options: StreamingServerOptions) {
     this.log = options.logger.child({ component: "streaming" });
     this.tokens = new TokenStore({ ttlMs: options.tokenTtlMs });
-    this.http = createServer({ maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024 }, (req, res) => this.onPlainRequest(req, res));
+    const headerTimeoutMs = options.headerTimeoutMs ?? 10_000;
+    this.http = createServer(
+      { maxHeaderSize: options.maxHeaderBytes ?? 16 * 1024, headersTimeout: headerTimeoutMs, requestTimeout: headerTimeoutMs, keepAliveTimeout: headerTimeoutMs },
+      (req, res) => this.onPlainRequest(req, res),
+    );
+    limitPendingConnections(this.http, { headerTimeoutMs, maxPending: options.maxPendingConnections ?? 128, log: this.log });
     this.http.on("upgrade", (req: IncomingMessage, socket: Duplex, head: Buffer) => this.onUpgrade(req, socket, head));
     this.http.on("clientError", (err: Error & { code?: string }, socket: Duplex) => {
       const status = err.code === "HPE_HEADER_OVERFLOW" ? "431 Request Header Fields Too Large" : "400 Bad Request";

@@ -15,8 +15,8 @@ import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummar
 import { containerInfo, processUser, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
 import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
-import { findByIdOrPrefix, validateId } from "../lookup.ts";
-import { containerName, randomizedName } from "../naming.ts";
+import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
+import { containerName } from "../naming.ts";
 import { updateFor } from "./resources.ts";
 import type { SandboxLookup } from "../sandbox/view.ts";
 
@@ -71,7 +71,12 @@ export class ContainerManager {
     return id;
   }
 
-  /** Creates under `name`; a leftover stopped container of that name is removed first, a live one kept. */
+  /**
+   * Creates under `name`, which reserves the (sandbox, name, attempt): while
+   * a container holds it, in any state, a second create is ALREADY_EXISTS
+   * naming that container (containerd's rule). The holder is never removed
+   * here, so racing creates cannot destroy each other's container.
+   */
   private async createNamed(name: string, body: Parameters<DockerClient["createContainer"]>[1]): Promise<string> {
     try {
       return (await this.docker.createContainer(name, body)).Id;
@@ -79,23 +84,14 @@ export class ContainerManager {
       if (!isConflict(err) && !(err instanceof CridockError && err.code === "ALREADY_EXISTS")) {
         throw withContext(`creating container ${name}`, err, "UNKNOWN");
       }
-    }
-    const existing = await this.docker.inspectContainer(name).catch(() => undefined);
-    if (existing && !existing.State.Running) {
-      this.log.warn({ name, stale: existing.Id }, "removing a stopped container that holds the name");
-      await this.docker.removeContainer(existing.Id, { force: true, volumes: true }).catch(() => undefined);
-      await this.options.logs.forget(existing.Id);
-      try {
-        return (await this.docker.createContainer(name, body)).Id;
-      } catch (err) {
-        if (!isConflict(err)) throw withContext(`creating container ${name}`, err, "UNKNOWN");
-      }
-    }
-    const other = randomizedName(name);
-    try {
-      return (await this.docker.createContainer(other, body)).Id;
-    } catch (err) {
-      throw withContext(`creating container ${other}`, err, "UNKNOWN");
+      const holder = await this.docker.inspectContainer(name).catch(() => undefined);
+      throw new CridockError(
+        "ALREADY_EXISTS",
+        holder
+          ? `container ${name} already exists as ${holder.Id} (${holder.State.Status}); remove it first or use another attempt`
+          : `the container name ${name} is taken by a container being removed; retry`,
+        { cause: err },
+      );
     }
   }
 
@@ -146,7 +142,7 @@ export class ContainerManager {
         try {
           await this.docker.removeContainer(found.Id, { force: true, volumes: true });
         } catch (err) {
-          if (!isNotFound(err)) throw withContext(`removing container ${id}`, err, "UNKNOWN");
+          if (!isNotFound(err) && !(await removedMeanwhile(this.docker, found.Id))) throw withContext(`removing container ${id}`, err, "UNKNOWN");
         }
       }
       await this.options.logs.forget(fullId);

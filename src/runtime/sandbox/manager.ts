@@ -8,7 +8,6 @@
 import { join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
 import { isConflict, isNotFound } from "../../docker/errors.ts";
-import type { ContainerInspect } from "../../docker/types.ts";
 import { CridockError, describeCause, failedPrecondition, invalidArgument, notFound } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import type { PodNetwork, PodNetworkRequest } from "../../network/plugin.ts";
@@ -16,8 +15,8 @@ import { pinNetns, unpinNetns } from "../../network/netns.ts";
 import type { CheckpointStore } from "../../store/checkpoint.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
 import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "../labels.ts";
-import { validateId } from "../lookup.ts";
-import { randomizedName, sandboxName } from "../naming.ts";
+import { removedMeanwhile, validateId } from "../lookup.ts";
+import { sandboxName } from "../naming.ts";
 import { checkPrivilegedAllowed, hostCapabilities } from "../container/capabilities.ts";
 import { sandboxCreateBody } from "./docker.ts";
 import { dockerBridgeIps, listSandboxes, sandboxStatus, sandboxView, type ResolvedSandbox } from "./queries.ts";
@@ -45,6 +44,8 @@ export interface SandboxManagerOptions {
   cgroupDriver: () => Promise<"systemd" | "cgroupfs">;
   /** Docker runtime names (docker info .Runtimes). */
   runtimeNames: () => Promise<string[]>;
+  /** Called for each workload container RemovePodSandbox removed (its log writer's state goes with it). */
+  containerRemoved?: (containerId: string) => Promise<void>;
 }
 
 const PAUSE_STOP_GRACE_SECONDS = 10;
@@ -138,7 +139,8 @@ export class SandboxManager implements SandboxLookup {
       const record: SandboxRecord = {
         id,
         spec,
-        createdAt: "0",
+        // Replaced by Docker's create time once started; never unset, so every listed sandbox has one.
+        createdAt: (BigInt(Date.now()) * 1_000_000n).toString(),
         phase: "creating",
         hostNetwork,
         networkKind: this.network.kind,
@@ -195,29 +197,28 @@ export class SandboxManager implements SandboxLookup {
     };
   }
 
-  /** Creates the pause container; a stale one of the same name is removed, a live one makes us pick another name. */
+  /**
+   * Creates the pause container under the pod attempt's name. The name is
+   * the reservation: while a container holds it (in any state) a second
+   * RunPodSandbox for the same attempt is ALREADY_EXISTS naming it, as
+   * containerd reserves names. Never removing the holder keeps racing calls
+   * from destroying each other's pause container; a leftover of a crashed
+   * create is removed by recovery at start, or by RemovePodSandbox.
+   */
   private async createContainer(name: string, body: Parameters<DockerClient["createContainer"]>[1]): Promise<string> {
     try {
       return (await this.docker.createContainer(name, body)).Id;
     } catch (err) {
       if (!isConflict(err)) throw err;
+      const holder = await this.docker.inspectContainer(name).catch(() => undefined);
+      throw new CridockError(
+        "ALREADY_EXISTS",
+        holder
+          ? `this pod attempt already has sandbox ${holder.Id} (${holder.State.Status}); remove it first or use another attempt`
+          : `the sandbox name ${name} is taken by a container being removed; retry`,
+        { cause: err },
+      );
     }
-    let existing: ContainerInspect | undefined;
-    try {
-      existing = await this.docker.inspectContainer(name);
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
-    }
-    if (existing && !existing.State.Running && !this.records.has(existing.Id)) {
-      this.log.info({ name, containerId: existing.Id }, "removing a stale container that holds the sandbox name");
-      await this.docker.removeContainer(existing.Id, { force: true }).catch(() => undefined);
-      try {
-        return (await this.docker.createContainer(name, body)).Id;
-      } catch (err) {
-        if (!isConflict(err)) throw err;
-      }
-    }
-    return (await this.docker.createContainer(randomizedName(name), body)).Id;
   }
 
   /**
@@ -248,7 +249,7 @@ export class SandboxManager implements SandboxLookup {
     try {
       await this.docker.removeContainer(record.id, { force: true });
     } catch (err) {
-      if (!isNotFound(err)) {
+      if (!isNotFound(err) && !(await removedMeanwhile(this.docker, record.id))) {
         clean = false;
         log.error({ err: describeCause(err) }, "undo: removing the pause container failed");
       }
@@ -285,12 +286,18 @@ export class SandboxManager implements SandboxLookup {
     if (!found) return;
     await this.withLock(found.id, async () => {
       const record = this.records.get(found.id);
-      await this.forEachContainer(found.id, "remove", (id) => this.docker.removeContainer(id, { force: true, volumes: true }));
+      await this.forEachContainer(found.id, "remove", async (id) => {
+        await this.docker.removeContainer(id, { force: true, volumes: true }).catch(async (err) => {
+          if (!isNotFound(err) && !(await removedMeanwhile(this.docker, id))) throw err;
+        });
+        await this.options.containerRemoved?.(id);
+      });
       if (record) await this.detachNetwork(record);
       try {
         await this.docker.removeContainer(found.id, { force: true, volumes: true });
       } catch (err) {
-        if (!isNotFound(err)) throw new CridockError(codeOf(err), `RemovePodSandbox ${found.id}: removing the pause container`, { cause: err });
+        // Another removal (dockerd's "already in progress") that finished counts.
+        if (!isNotFound(err) && !(await removedMeanwhile(this.docker, found.id))) throw new CridockError(codeOf(err), `RemovePodSandbox ${found.id}: removing the pause container`, { cause: err });
       }
       if (record) {
         await unpinNetns(record.netnsPath);
