@@ -29,6 +29,9 @@ import { PortForwarder } from "./runtime/exec/port-forward.ts";
 import { StreamingServer } from "./streaming/server.ts";
 import { ContainerManager } from "./runtime/container/manager.ts";
 import { LogFollowers } from "./logs/followers.ts";
+import { countObjects, metricsWiring } from "./metrics/setup.ts";
+import { notifySystemd } from "./systemd/notify.ts";
+import { runCheck } from "./check/command.ts";
 
 export const CRIDOCK_VERSION = "0.1.0";
 
@@ -43,7 +46,9 @@ export interface Cridock {
 }
 
 export async function startCridock(config: Config, log: Logger): Promise<Cridock> {
+  const metrics = metricsWiring(config, log);
   const docker = new DockerClient({
+    onRequest: metrics.dockerObserver,
     endpoint: config.dockerEndpoint,
     requestTimeoutMs: config.runtimeRequestTimeoutMs,
     logger: log,
@@ -51,7 +56,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     listCacheScopeLabel: TYPE_LABEL,
   });
   docker.watchContainerEvents();
-  const network: PodNetwork = await startPodNetwork(config, log);
+  const network: PodNetwork = metrics.network(await startPodNetwork(config, log));
   const status = new RuntimeStatus(docker, network);
   const imageFs = new ImageFilesystem(docker);
   const images = new ImageManager({
@@ -59,6 +64,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     log,
     pauseImage: config.podInfraContainerImage,
     pullProgressDeadlineMs: config.imagePullProgressDeadlineMs,
+    onPull: metrics.onPull,
   });
 
   const sandboxStore = new CheckpointStore<SandboxRecord>(join(config.rootDirectory, "sandbox"));
@@ -106,10 +112,15 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
 
   const server = new CriServer({
     socketPath: config.listenSocket,
+    socketActivated: config.socketActivated,
     logger: log,
-    runtimeHandlers: runtimeServiceRpcs({ status, sandboxes, stats, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
-    imageHandlers: imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() }),
+    runtimeHandlers: metrics.handlers(
+      "RuntimeService",
+      runtimeServiceRpcs({ status, sandboxes, stats, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
+    ),
+    imageHandlers: metrics.handlers("ImageService", imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() })),
   });
+  await metrics.start(() => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })));
   await server.start();
 
   return {
@@ -120,6 +131,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     server,
     async stop() {
       await server.stop(config.shutdownGraceMs);
+      await metrics.stop();
       await streaming.stop();
       await logFollowers.stopAll();
       await network.close();
@@ -147,6 +159,7 @@ async function startPodNetwork(config: Config, log: Logger): Promise<PodNetwork>
 }
 
 export async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "check") return await runCheck(argv.slice(1));
   let parsed;
   try {
     parsed = parseConfig(argv);
@@ -174,12 +187,15 @@ export async function main(argv: string[]): Promise<number> {
     log.fatal({ err }, `cridock could not start: ${describeCause(err)}`);
     return 1;
   }
+  // Type=notify: systemd counts the service started once the socket serves.
+  await notifySystemd({ READY: "1", STATUS: `serving CRI on ${config.listenSocket || "fd://"}` }, log);
   return await new Promise<number>((resolve) => {
     let stopping = false;
     const onSignal = (signal: string) => {
       if (stopping) return;
       stopping = true;
       log.info({ signal }, "shutting down");
+      void notifySystemd({ STOPPING: "1" }, log);
       cridock.stop().then(
         () => resolve(0),
         (err) => {
