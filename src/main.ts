@@ -14,7 +14,7 @@ import { RuntimeStatus } from "./runtime/status.ts";
 import { ImageFilesystem } from "./runtime/image/imagefs.ts";
 import { ImageManager } from "./runtime/image/manager.ts";
 import { DockerBridgeNetwork, type PodNetwork } from "./network/plugin.ts";
-import { CniNetwork } from "./network/cni.ts";
+import { CniNetwork, type CniNetworkOptions } from "./network/cni.ts";
 import { CheckpointStore } from "./store/checkpoint.ts";
 import { SandboxManager } from "./runtime/sandbox/manager.ts";
 import type { SandboxRecord } from "./runtime/sandbox/record.ts";
@@ -56,7 +56,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     listCacheScopeLabel: TYPE_LABEL,
   });
   docker.watchContainerEvents();
-  const network: PodNetwork = metrics.network(await startPodNetwork(config, log));
+  const network: PodNetwork = await startPodNetwork(config, log, metrics.onCniOperation);
   const status = new RuntimeStatus(docker, network);
   const imageFs = new ImageFilesystem(docker);
   const images = new ImageManager({
@@ -141,7 +141,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
 }
 
 /** --network-plugin=cni: CNI plugins from the conf dir; no-op: Docker's default bridge. */
-async function startPodNetwork(config: Config, log: Logger): Promise<PodNetwork> {
+async function startPodNetwork(config: Config, log: Logger, onOperation?: CniNetworkOptions["onOperation"]): Promise<PodNetwork> {
   if (config.networkPlugin !== "cni") {
     const network = new DockerBridgeNetwork();
     if (config.podCidr) network.setPodCidr(config.podCidr);
@@ -153,6 +153,7 @@ async function startPodNetwork(config: Config, log: Logger): Promise<PodNetwork>
     cacheDir: config.cniCacheDir,
     podCidr: config.podCidr,
     log,
+    onOperation,
   });
   await network.start();
   return network;

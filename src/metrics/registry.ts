@@ -48,7 +48,7 @@ export class CridockMetrics implements RpcObserver {
   private readonly pullDuration;
   private sources: MetricsSources = {};
   /** One listing serves both state gauges of a scrape (they are collected concurrently). */
-  private counting: { at: number; result: Promise<ObjectCounts | undefined> } | undefined;
+  private counting: Promise<ObjectCounts | undefined> | undefined;
 
   constructor(options: { processMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -202,11 +202,14 @@ export class CridockMetrics implements RpcObserver {
   }
 
   private objectCounts(): Promise<ObjectCounts | undefined> {
-    const now = Date.now();
-    if (!this.counting || now - this.counting.at > 500) {
+    if (!this.counting) {
       const source = this.sources.objectCounts;
-      this.counting = { at: now, result: source ? source().catch(() => undefined) : Promise.resolve(undefined) };
+      const result = source ? source().catch(() => undefined) : Promise.resolve(undefined);
+      // Shared by the collects that start while it runs (both gauges of one scrape), then dropped.
+      this.counting = result.finally(() => {
+        this.counting = undefined;
+      });
     }
-    return this.counting.result;
+    return this.counting;
   }
 }

@@ -1,7 +1,7 @@
 /**
  * Wires metrics into the components main() builds, in a few calls, so the
  * entry point stays a list of components: the Docker client's request hook,
- * the CNI decorator, the image pull hook, the CRI handler wrapper, and the
+ * the CNI operation hook, the image pull hook, the CRI handler wrapper, and the
  * scrape-time sources (object counts, log totals). Without
  * --metrics-bind-addr nothing is created and every hook is absent.
  */
@@ -10,16 +10,14 @@ import type { HandlerTable } from "../cri/handlers.ts";
 import type { DockerRequestObserver } from "../docker/observer.ts";
 import type { Logger } from "../log.ts";
 import { logTotals } from "../logs/totals.ts";
-import type { PodNetwork } from "../network/plugin.ts";
 import { MetricsServer } from "./http.ts";
-import { instrumentNetwork } from "./network.ts";
 import { CridockMetrics, type ObjectCounts } from "./registry.ts";
 import { instrumentHandlers } from "./rpc.ts";
 
 export interface MetricsWiring {
   dockerObserver?: DockerRequestObserver;
   onPull?: CridockMetrics["imagePull"];
-  network(network: PodNetwork): PodNetwork;
+  onCniOperation?: CridockMetrics["cniOperation"];
   handlers(service: "RuntimeService" | "ImageService", table: HandlerTable): HandlerTable;
   /** Starts serving /metrics once the objects can be counted. */
   start(objectCounts: () => Promise<ObjectCounts>): Promise<void>;
@@ -34,7 +32,6 @@ export function metricsWiring(config: Config, log: Logger): MetricsWiring {
   const bind = config.metrics;
   if (!bind) {
     return {
-      network: (n) => n,
       handlers: (_s, t) => t,
       start: async () => {},
       stop: async () => {},
@@ -46,7 +43,7 @@ export function metricsWiring(config: Config, log: Logger): MetricsWiring {
   return {
     dockerObserver: (method, path, seconds, outcome) => metrics.dockerRequest(method, path, seconds, outcome),
     onPull: (seconds, result) => metrics.imagePull(seconds, result),
-    network: (n) => instrumentNetwork(n, metrics),
+    onCniOperation: (operation, seconds, ok) => metrics.cniOperation(operation, seconds, ok),
     handlers: (service, table) => instrumentHandlers(service, table, metrics),
     async start(objectCounts) {
       metrics.setSources({ objectCounts, logTotals: () => logTotals });

@@ -2,10 +2,8 @@ import t from "tap";
 import { dockerEndpointTemplate } from "../../../src/metrics/docker-endpoint.ts";
 import { CridockMetrics } from "../../../src/metrics/registry.ts";
 import { instrumentHandlers } from "../../../src/metrics/rpc.ts";
-import { instrumentNetwork } from "../../../src/metrics/network.ts";
 import { countObjects } from "../../../src/metrics/setup.ts";
 import { CridockError } from "../../../src/errors.ts";
-import type { PodNetwork } from "../../../src/network/plugin.ts";
 import type { CallContext } from "../../../src/cri/handlers.ts";
 
 /** The value of one sample line `name{labels} value` in exposition text, or undefined. */
@@ -85,19 +83,8 @@ t.test("Docker, CNI, pull, log and object series", async (t) => {
   metrics.dockerRequest("GET", "/_ping", 0.5, { error: "unreachable" });
   metrics.imagePull(2, { ok: true, bytes: 1000 });
   metrics.imagePull(1, { ok: false });
-  const fake: PodNetwork = {
-    kind: "cni",
-    readiness: () => ({ ready: true }),
-    setPodCidr: () => {},
-    setUp: async () => ({ networkName: "n", ips: ["10.0.0.2"], result: {} }),
-    tearDown: async () => {
-      throw new Error("plugin failed");
-    },
-    close: async () => {},
-  };
-  const net = instrumentNetwork(fake, metrics);
-  t.same((await net.setUp({} as never)).ips, ["10.0.0.2"]);
-  await t.rejects(net.tearDown({} as never), /plugin failed/);
+  metrics.cniOperation("ADD", 0.2, true);
+  metrics.cniOperation("DEL", 0.1, false);
   metrics.setSources({
     objectCounts: () => countObjects(async () => [{ ready: true }, { ready: false }, { ready: true }], async () => [{ state: "running" }, { state: "exited" }]),
     logTotals: () => ({ bytesWritten: 1234, lostEvents: 1, lostBytes: 99 }),
@@ -127,8 +114,3 @@ t.test("Docker, CNI, pull, log and object series", async (t) => {
   }
 });
 
-t.test("the Docker bridge network is not wrapped (it runs no CNI)", async (t) => {
-  const metrics = new CridockMetrics({ processMetrics: false });
-  const bridge = { kind: "docker" } as PodNetwork;
-  t.equal(instrumentNetwork(bridge, metrics), bridge);
-});
