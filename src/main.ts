@@ -188,8 +188,6 @@ export async function main(argv: string[]): Promise<number> {
     log.fatal({ err }, `cridock could not start: ${describeCause(err)}`);
     return 1;
   }
-  // Type=notify: systemd counts the service started once the socket serves.
-  await notifySystemd({ READY: "1", STATUS: `serving CRI on ${config.listenSocket || "fd://"}` }, log);
   return await new Promise<number>((resolve) => {
     let stopping = false;
     const onSignal = (signal: string) => {
@@ -207,6 +205,8 @@ export async function main(argv: string[]): Promise<number> {
     };
     process.on("SIGTERM", () => onSignal("SIGTERM"));
     process.on("SIGINT", () => onSignal("SIGINT"));
+    // Type=notify: systemd counts the service started once the socket serves.
+    void notifySystemd({ READY: "1", STATUS: `serving CRI on ${config.listenSocket || "fd://"}` }, log);
   });
 }
 

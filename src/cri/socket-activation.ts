@@ -49,6 +49,10 @@ export async function serveInheritedSocket(grpc: Server, credentials: ServerCred
   delete process.env.LISTEN_PID;
   delete process.env.LISTEN_FDNAMES;
   return {
-    close: () => new Promise<void>((resolve) => listener.close(() => resolve())),
+    // net.Server.close's callback waits for every accepted connection to end; those are
+    // gRPC's now (drained or cut by the server's own shutdown), so only stop accepting.
+    close: async () => {
+      listener.close();
+    },
   };
 }

@@ -21,7 +21,9 @@ export function notifyRequested(env: Record<string, string | undefined> = proces
 
 /** The systemd-notify arguments for a set of sd_notify assignments. */
 export function notifyArgs(pid: number, assignments: Record<string, string>): string[] {
-  const args = [`--pid=${pid}`];
+  // --no-block: no BARRIER round trip (which waits for systemd to close an fd); the
+  // message carries our pid, so systemd attributes it even after systemd-notify exits.
+  const args = [`--pid=${pid}`, "--no-block"];
   for (const [key, value] of Object.entries(assignments)) {
     if (/[\n=]/.test(key)) throw new Error(`invalid sd_notify key ${JSON.stringify(key)}`);
     args.push(`${key}=${value.replace(/\n/g, " ")}`);

@@ -13,7 +13,7 @@ t.test("fd:// takes exactly the one socket systemd passed to this process", asyn
 });
 
 t.test("sd_notify assignments become systemd-notify arguments with our pid", async (t) => {
-  t.same(notifyArgs(99, { READY: "1", STATUS: "serving\nnow" }), ["--pid=99", "READY=1", "STATUS=serving now"]);
+  t.same(notifyArgs(99, { READY: "1", STATUS: "serving\nnow" }), ["--pid=99", "--no-block", "READY=1", "STATUS=serving now"]);
   t.throws(() => notifyArgs(1, { "A=B": "1" }));
   t.equal(notifyRequested({}), false);
   t.equal(notifyRequested({ NOTIFY_SOCKET: "/run/systemd/notify" }), true);
