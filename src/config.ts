@@ -9,8 +9,12 @@ import { LOG_LEVELS, type LogLevel } from "./log.ts";
 export type NetworkPlugin = "cni" | "no-op";
 
 export interface Config {
-  /** unix socket path cridock serves CRI on. */
+  /** unix socket path cridock serves CRI on; "" with `fd://` (socket activation: the socket is inherited). */
   listenSocket: string;
+  /** `fd://`: serve on the listening socket systemd passes (LISTEN_FDS), as cri-dockerd's cri-docker.socket. */
+  socketActivated: boolean;
+  /** Prometheus scrape endpoint; undefined when --metrics-bind-addr is empty (off). */
+  metrics?: { host: string; port: number };
   dockerEndpoint: string;
   podInfraContainerImage: string;
   networkPlugin: NetworkPlugin;
@@ -60,13 +64,14 @@ export const DEFAULTS = {
   "docker-log-max-size": "50m",
   "docker-log-max-file": "4",
   "shutdown-grace-period": "10s",
+  "metrics-bind-addr": "",
   "log-level": "info",
 } as const;
 
 type FlagName = keyof typeof DEFAULTS;
 
 const HELP: Record<FlagName, string> = {
-  "container-runtime-endpoint": "CRI endpoint to serve (unix:// socket)",
+  "container-runtime-endpoint": "CRI endpoint to serve: a unix:// socket, or fd:// for the socket systemd passes (socket activation)",
   "docker-endpoint": "Docker Engine API socket",
   "pod-infra-container-image": "image of the pause container that holds each pod's namespaces",
   "network-plugin": "pod networking: cni, or no-op for Docker's default bridge",
@@ -83,6 +88,7 @@ const HELP: Record<FlagName, string> = {
   "docker-log-max-size": "max-size of Docker's own json-file log per container, which cridock reads the CRI log from: output is lost only if cridock falls max-size × (max-file − 1) behind (down, or its log disk stalled); raise it for containers that log fast",
   "docker-log-max-file": "max-file of Docker's own json-file log per container (≥ 2 recommended: 1 makes Docker truncate in place)",
   "shutdown-grace-period": "how long SIGTERM waits for in-flight calls",
+  "metrics-bind-addr": "ip:port (or port alone, for 127.0.0.1) of the Prometheus /metrics endpoint; empty = off",
   "log-level": `one of ${LOG_LEVELS.join(", ")}`,
 };
 
@@ -127,13 +133,38 @@ export function socketPathFromEndpoint(flag: string, endpoint: string): string {
   return path;
 }
 
-function parseBindAddr(value: string): { host: string; port: number } {
+function parseBindAddr(value: string, flag = "streaming-bind-addr"): { host: string; port: number } {
   const m = /^(?:\[([0-9a-fA-F:]+)\]|([^:\s]+))(?::(\d{1,5}))?$/.exec(value) ?? /^([0-9a-fA-F:]+)$/.exec(value);
-  if (!m) throw new ConfigError("streaming-bind-addr", `"${value}" is not ip or ip:port`);
+  if (!m) throw new ConfigError(flag, `"${value}" is not ip or ip:port`);
   const host = m[1] ?? m[2] ?? value;
   const port = m[3] === undefined ? 0 : Number(m[3]);
-  if (port > 65535) throw new ConfigError("streaming-bind-addr", `port ${port} is out of range`);
+  if (port > 65535) throw new ConfigError(flag, `port ${port} is out of range`);
   return { host, port };
+}
+
+/**
+ * --metrics-bind-addr: empty is off; a port alone (`9090`, `:9090`) binds
+ * 127.0.0.1; `ip:port` binds that address as given, loopback or not (an
+ * operator who names an address means it; main logs a warning when it is
+ * not loopback, since the endpoint has no authentication).
+ */
+export function parseMetricsAddr(value: string): { host: string; port: number } | undefined {
+  const text = value.trim();
+  if (text === "") return undefined;
+  const portOnly = /^:?(\d{1,5})$/.exec(text);
+  const { host, port } = portOnly ? { host: "127.0.0.1", port: Number(portOnly[1]) } : parseBindAddr(text, "metrics-bind-addr");
+  if (!portOnly && !/:\d{1,5}$/.test(text)) throw new ConfigError("metrics-bind-addr", `"${value}" needs a port: ip:port or port`);
+  if (port > 65535) throw new ConfigError("metrics-bind-addr", `port ${port} is out of range`);
+  return { host, port };
+}
+
+/** The CRI endpoint: a unix socket path, or socket activation for `fd://`. */
+function listenEndpoint(endpoint: string): { listenSocket: string; socketActivated: boolean } {
+  if (endpoint === "fd://" || endpoint === "fd://0") return { listenSocket: "", socketActivated: true };
+  if (endpoint.startsWith("fd://")) {
+    throw new ConfigError("container-runtime-endpoint", `"${endpoint}": only fd:// (the first socket systemd passes) is supported`);
+  }
+  return { listenSocket: socketPathFromEndpoint("container-runtime-endpoint", endpoint), socketActivated: false };
 }
 
 function intFlag(flag: string, value: string, min: number, max: number): number {
@@ -209,7 +240,8 @@ export function parseConfig(argv: string[]): ParseResult {
   return {
     kind: "config",
     config: {
-      listenSocket: socketPathFromEndpoint("container-runtime-endpoint", get("container-runtime-endpoint")),
+      ...listenEndpoint(get("container-runtime-endpoint")),
+      metrics: parseMetricsAddr(get("metrics-bind-addr")),
       dockerEndpoint: (socketPathFromEndpoint("docker-endpoint", get("docker-endpoint")), get("docker-endpoint")),
       podInfraContainerImage: image,
       networkPlugin,

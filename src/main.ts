@@ -14,7 +14,7 @@ import { RuntimeStatus } from "./runtime/status.ts";
 import { ImageFilesystem } from "./runtime/image/imagefs.ts";
 import { ImageManager } from "./runtime/image/manager.ts";
 import { DockerBridgeNetwork, type PodNetwork } from "./network/plugin.ts";
-import { CniNetwork } from "./network/cni.ts";
+import { CniNetwork, type CniNetworkOptions } from "./network/cni.ts";
 import { CheckpointStore } from "./store/checkpoint.ts";
 import { SandboxManager } from "./runtime/sandbox/manager.ts";
 import type { SandboxRecord } from "./runtime/sandbox/record.ts";
@@ -29,6 +29,9 @@ import { PortForwarder } from "./runtime/exec/port-forward.ts";
 import { StreamingServer } from "./streaming/server.ts";
 import { ContainerManager } from "./runtime/container/manager.ts";
 import { LogFollowers } from "./logs/followers.ts";
+import { countObjects, metricsWiring } from "./metrics/setup.ts";
+import { notifySystemd } from "./systemd/notify.ts";
+import { runCheck } from "./check/command.ts";
 
 export const CRIDOCK_VERSION = "0.1.0";
 
@@ -46,8 +49,11 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   // Before anything else: a live instance on this socket owns the root
   // directory, its sandboxes and their networks; recovery, a streaming
   // server or log writers started here would act on its state.
-  await prepareSocketPath(config.listenSocket);
+  // (systemd owns an activated socket: nothing to check there.)
+  if (!config.socketActivated) await prepareSocketPath(config.listenSocket);
+  const metrics = metricsWiring(config, log);
   const docker = new DockerClient({
+    onRequest: metrics.dockerObserver,
     endpoint: config.dockerEndpoint,
     requestTimeoutMs: config.runtimeRequestTimeoutMs,
     logger: log,
@@ -55,7 +61,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     listCacheScopeLabel: TYPE_LABEL,
   });
   docker.watchContainerEvents();
-  const network: PodNetwork = await startPodNetwork(config, log);
+  const network: PodNetwork = await startPodNetwork(config, log, metrics.onCniOperation);
   const status = new RuntimeStatus(docker, network);
   const imageFs = new ImageFilesystem(docker);
   const images = new ImageManager({
@@ -63,6 +69,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     log,
     pauseImage: config.podInfraContainerImage,
     pullProgressDeadlineMs: config.imagePullProgressDeadlineMs,
+    onPull: metrics.onPull,
   });
 
   const logFollowers = new LogFollowers(docker, config.rootDirectory, log);
@@ -111,10 +118,15 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
 
   const server = new CriServer({
     socketPath: config.listenSocket,
+    socketActivated: config.socketActivated,
     logger: log,
-    runtimeHandlers: runtimeServiceRpcs({ status, sandboxes, stats, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
-    imageHandlers: imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() }),
+    runtimeHandlers: metrics.handlers(
+      "RuntimeService",
+      runtimeServiceRpcs({ status, sandboxes, stats, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
+    ),
+    imageHandlers: metrics.handlers("ImageService", imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() })),
   });
+  await metrics.start(() => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })));
   await server.start();
 
   return {
@@ -125,6 +137,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     server,
     async stop() {
       await server.stop(config.shutdownGraceMs);
+      await metrics.stop();
       await streaming.stop();
       await logFollowers.stopAll();
       await network.close();
@@ -134,7 +147,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
 }
 
 /** --network-plugin=cni: CNI plugins from the conf dir; no-op: Docker's default bridge. */
-async function startPodNetwork(config: Config, log: Logger): Promise<PodNetwork> {
+async function startPodNetwork(config: Config, log: Logger, onOperation?: CniNetworkOptions["onOperation"]): Promise<PodNetwork> {
   if (config.networkPlugin !== "cni") {
     const network = new DockerBridgeNetwork();
     if (config.podCidr) network.setPodCidr(config.podCidr);
@@ -146,12 +159,14 @@ async function startPodNetwork(config: Config, log: Logger): Promise<PodNetwork>
     cacheDir: config.cniCacheDir,
     podCidr: config.podCidr,
     log,
+    onOperation,
   });
   await network.start();
   return network;
 }
 
 export async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "check") return await runCheck(argv.slice(1));
   let parsed;
   try {
     parsed = parseConfig(argv);
@@ -185,6 +200,7 @@ export async function main(argv: string[]): Promise<number> {
       if (stopping) return;
       stopping = true;
       log.info({ signal }, "shutting down");
+      void notifySystemd({ STOPPING: "1" }, log);
       cridock.stop().then(
         () => resolve(0),
         (err) => {
@@ -195,6 +211,8 @@ export async function main(argv: string[]): Promise<number> {
     };
     process.on("SIGTERM", () => onSignal("SIGTERM"));
     process.on("SIGINT", () => onSignal("SIGINT"));
+    // Type=notify: systemd counts the service started once the socket serves.
+    void notifySystemd({ READY: "1", STATUS: `serving CRI on ${config.listenSocket || "fd://"}` }, log);
   });
 }
 

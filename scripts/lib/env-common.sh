@@ -27,11 +27,13 @@ DEFAULT_CNI_BRIDGE="cni0"
 # Debian packages the environment needs, in one place. nsenter (util-linux)
 # and socat serve port forwarding; htpasswd (apache2-utils) makes the auth
 # registry's password file; procps and util-linux also supply the pgrep and
-# ipcs binaries the busybox test image carries.
+# ipcs binaries the busybox test image carries. systemd supplies the tools the
+# service tests play systemd's part with (systemd-analyze verify,
+# systemd-socket-activate, systemd-notify); it is not booted.
 ENV_PACKAGES=(
   docker.io containerd runc iptables containernetworking-plugins
   docker-registry busybox-static apache2-utils iproute2 util-linux socat
-  procps psmisc openssl ca-certificates curl
+  procps psmisc openssl ca-certificates curl systemd
 )
 
 log() { printf 'cridock-env: %s\n' "$*" >&2; }

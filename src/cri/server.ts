@@ -6,6 +6,7 @@
  * made 0660 so only root and its group can drive containers.
  */
 import { connect } from "node:net";
+import process from "node:process";
 import { chmod, mkdir, rm, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import {
@@ -22,6 +23,7 @@ import type { Logger } from "../log.ts";
 import { grpcCodeOf, toServiceError } from "./errors.ts";
 import type { CallContext, HandlerTable, StreamHandler, UnaryHandler } from "./handlers.ts";
 import { criRoot, serviceDefinition, UndecodableRequest } from "./proto.ts";
+import { inheritedListenFd, serveInheritedSocket, type InheritedSocket } from "./socket-activation.ts";
 
 /** Clients (kubelet, crictl) accept 16 MiB messages; so do we. */
 export const MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -31,6 +33,8 @@ export interface CriServerOptions {
   logger: Logger;
   runtimeHandlers: HandlerTable;
   imageHandlers: HandlerTable;
+  /** Serve the socket systemd passed (fd://) instead of binding socketPath. */
+  socketActivated?: boolean;
 }
 
 type ServiceName = "RuntimeService" | "ImageService";
@@ -40,6 +44,7 @@ export class CriServer {
   private readonly log: Logger;
   private readonly socketPath: string;
   private listening = false;
+  private inherited: InheritedSocket | undefined;
 
   constructor(private readonly options: CriServerOptions) {
     this.log = options.logger.child({ component: "cri" });
@@ -53,6 +58,13 @@ export class CriServer {
   }
 
   async start(): Promise<void> {
+    if (this.options.socketActivated) {
+      const fd = inheritedListenFd(process.env, process.pid);
+      this.inherited = await serveInheritedSocket(this.server, ServerCredentials.createInsecure(), fd);
+      this.listening = true;
+      this.log.info({ fd }, "serving CRI on the socket systemd passed (fd://)");
+      return;
+    }
     await prepareSocketPath(this.socketPath);
     await new Promise<void>((resolve, reject) => {
       this.server.bindAsync(`unix://${this.socketPath}`, ServerCredentials.createInsecure(), (err) =>
@@ -68,6 +80,7 @@ export class CriServer {
   async stop(graceMs: number): Promise<void> {
     if (!this.listening) return;
     this.listening = false;
+    await this.inherited?.close();
     const graceful = new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<"timeout">((resolve) => {
@@ -78,8 +91,9 @@ export class CriServer {
       this.server.forceShutdown();
     }
     clearTimeout(timer);
-    await rm(this.socketPath, { force: true });
-    this.log.info({ socket: this.socketPath }, "stopped serving CRI");
+    // An inherited socket belongs to systemd, which keeps it (and queues calls) across restarts.
+    if (!this.inherited) await rm(this.socketPath, { force: true });
+    this.log.info({ socket: this.socketPath || "fd://" }, "stopped serving CRI");
   }
 
   private implement(service: ServiceName, handlers: HandlerTable): UntypedServiceImplementation {

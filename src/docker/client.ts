@@ -19,6 +19,8 @@ type UpgradeRequest = Dispatcher.UpgradeOptions & { body?: string };
 import { CridockError } from "../errors.ts";
 import { MAX_API_VERSION, MIN_API_VERSION, compareApiVersions } from "./api-version.ts";
 import { DockerError, errorMessageOf } from "./errors.ts";
+import { failureOutcome, type DockerRequestObserver } from "./observer.ts";
+export type { DockerRequestObserver, DockerRequestOutcome } from "./observer.ts";
 import type { Logger } from "../log.ts";
 import type {
   ContainerCreateBody,
@@ -51,7 +53,10 @@ export interface DockerClientOptions {
    * watchContainerEvents().
    */
   listCacheScopeLabel?: string;
+  /** Told of every request once dockerd answered (headers) or it failed; for metrics. */
+  onRequest?: DockerRequestObserver;
 }
+
 
 export type Query = Record<string, string | number | boolean | undefined>;
 
@@ -90,11 +95,13 @@ export class DockerClient {
   private negotiated: Promise<string> | undefined;
   private readonly listCache: ContainerListCache | undefined;
   private eventWatch: AbortController | undefined;
+  private readonly onRequest: DockerRequestObserver | undefined;
 
   constructor(options: DockerClientOptions) {
     this.socketPath = socketPathOf(options.endpoint);
     this.timeoutMs = options.requestTimeoutMs;
     this.log = options.logger.child({ component: "docker" });
+    this.onRequest = options.onRequest;
     this.pool = new Pool("http://docker", {
       socketPath: this.socketPath,
       connections: options.connections ?? 64,
@@ -208,6 +215,7 @@ export class DockerClient {
     // A change cridock makes is seen by its very next list, event or not.
     const mutates = method !== "GET" && path.startsWith("/containers/");
     if (mutates) this.listCache?.invalidate();
+    const started = performance.now();
     try {
       const { body, headers } = this.encodeBody(options);
       const response = await this.pool.request({
@@ -221,9 +229,12 @@ export class DockerClient {
         const text = await response.body.text().catch(() => "");
         throw new DockerError(response.statusCode, errorMessageOf(text), what);
       }
+      this.onRequest?.(method, path, (performance.now() - started) / 1000, { statusCode: response.statusCode });
       return response as unknown as RawResponse;
     } catch (err) {
-      throw this.translate(err, what, options, signal);
+      const translated = this.translate(err, what, options, signal);
+      this.onRequest?.(method, path, (performance.now() - started) / 1000, failureOutcome(translated));
+      throw translated;
     } finally {
       if (mutates) this.listCache?.invalidate();
     }
@@ -247,6 +258,7 @@ export class DockerClient {
   async hijack(path: string, options: RequestOptions = {}): Promise<Duplex> {
     const what = `docker POST ${path} (hijack)`;
     const signal = this.signal({ ...options, timeoutMs: options.timeoutMs ?? this.timeoutMs });
+    const started = performance.now();
     try {
       const { body, headers } = this.encodeBody(options);
       // undici passes `body` through to the dispatcher although its
@@ -260,9 +272,12 @@ export class DockerClient {
         signal,
       };
       const { socket } = await (this.pool.upgrade(request) as Promise<Dispatcher.UpgradeData>);
+      this.onRequest?.("POST", path, (performance.now() - started) / 1000, { statusCode: 101 });
       return socket;
     } catch (err) {
-      throw this.translate(err, what, options, signal);
+      const translated = this.translate(err, what, options, signal);
+      this.onRequest?.("POST", path, (performance.now() - started) / 1000, failureOutcome(translated));
+      throw translated;
     }
   }
 

@@ -15,6 +15,7 @@
 import { open, mkdir, type FileHandle } from "node:fs/promises";
 import { dirname } from "node:path";
 import type { Logger } from "../log.ts";
+import { logTotals } from "./totals.ts";
 
 export type LogStream = "stdout" | "stderr";
 export type LogTag = "P" | "F";
@@ -184,6 +185,7 @@ export class CriLogFile<Mark = undefined> {
           const { bytesWritten } = await handle.write(bytes, offset, bytes.length - offset);
           offset += bytesWritten;
           this.size += bytesWritten;
+          logTotals.bytesWritten += bytesWritten;
         }
         if (delay !== this.retryMs) this.log.info({ path: this.path }, "log file writable again");
         return;

@@ -19,6 +19,7 @@
  */
 import { open, stat, type FileHandle } from "node:fs/promises";
 import type { Logger } from "../log.ts";
+import { logTotals } from "./totals.ts";
 
 /** Where reading stands; persisted to resume after a restart. */
 export interface TailPosition {
@@ -243,6 +244,8 @@ export class JsonLogTail {
   private noteLoss(bytes: number | undefined, message: string): void {
     this.lost.events++;
     if (bytes) this.lost.bytes += bytes;
+    logTotals.lostEvents++;
+    if (bytes) logTotals.lostBytes += bytes;
     this.log.warn({ dockerLog: this.path, lostEvents: this.lost.events, lostBytes: bytes ?? "unknown" }, message);
   }
 

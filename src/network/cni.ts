@@ -24,6 +24,8 @@ export interface CniNetworkOptions {
   podCidr?: string;
   pluginTimeoutMs?: number;
   reloadIntervalMs?: number;
+  /** Told of each ADD (setUp) and each DEL that ran plugins (tearDown), with its latency; for metrics. */
+  onOperation?: (operation: "ADD" | "DEL", seconds: number, ok: boolean) => void;
 }
 
 const IFNAME = "eth0";
@@ -125,6 +127,24 @@ export class CniNetwork implements PodNetwork {
   }
 
   async setUp(request: PodNetworkRequest, signal?: AbortSignal): Promise<PodNetworkAttachment> {
+    return this.timed("ADD", () => this.add(request, signal));
+  }
+
+  private async timed<T>(operation: "ADD" | "DEL", run: () => Promise<T>): Promise<T> {
+    const report = this.options.onOperation;
+    if (!report) return run();
+    const started = performance.now();
+    try {
+      const result = await run();
+      report(operation, (performance.now() - started) / 1000, true);
+      return result;
+    } catch (err) {
+      report(operation, (performance.now() - started) / 1000, false);
+      throw err;
+    }
+  }
+
+  private async add(request: PodNetworkRequest, signal?: AbortSignal): Promise<PodNetworkAttachment> {
     const list = this.current;
     if (!list || !this.loopbackPath) throw failedPrecondition(`pod network is not ready: ${this.readiness().message}`);
     const args: InvocationArgs = {
@@ -165,6 +185,10 @@ export class CniNetwork implements PodNetwork {
     const entry = await this.findCacheEntry(request.sandboxId);
     // The entry is written before the first ADD: without one, no plugin ever ran for this pod.
     if (!entry) return;
+    await this.timed("DEL", () => this.del(request, entry));
+  }
+
+  private async del(request: PodNetworkRequest, entry: CacheEntry): Promise<void> {
     let list: NetworkConfigList;
     try {
       list = parseNetworkConfig(`cached config of ${entry.networkName}`, Buffer.from(entry.config, "base64").toString("utf8"));

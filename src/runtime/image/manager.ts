@@ -54,6 +54,8 @@ export interface ImageManagerOptions {
   pullProgressDeadlineMs: number;
   /** How often a running pull logs its progress at info level. */
   progressLogIntervalMs?: number;
+  /** Told of every pull from a registry when it ends (bytes: downloaded as dockerd reported); for metrics. */
+  onPull?: (seconds: number, result: { ok: true; bytes: number } | { ok: false }) => void;
 }
 
 export interface PullOptions {
@@ -73,6 +75,7 @@ export class ImageManager {
   private readonly pinned: PinnedImages;
   private readonly pullProgressDeadlineMs: number;
   private readonly progressLogIntervalMs: number;
+  private readonly onPull: ImageManagerOptions["onPull"];
   private readonly users = new Map<string, ImageUser>();
   private readonly removals = new Map<string, Promise<void>>();
 
@@ -82,6 +85,7 @@ export class ImageManager {
     this.pinned = new PinnedImages([options.pauseImage]);
     this.pullProgressDeadlineMs = options.pullProgressDeadlineMs;
     this.progressLogIntervalMs = options.progressLogIntervalMs ?? 5_000;
+    this.onPull = options.onPull;
   }
 
   /**
@@ -164,8 +168,10 @@ export class ImageManager {
       });
     } catch (err) {
       this.log.info({ image, elapsedMs: Date.now() - started, err }, "pull failed");
+      this.onPull?.((Date.now() - started) / 1000, { ok: false });
       throw err;
     }
+    this.onPull?.((Date.now() - started) / 1000, { ok: true, bytes: snapshot.bytesDone });
     const inspect = await this.inspect(ref, options.signal);
     if (!inspect) {
       throw new CridockError("UNKNOWN", `dockerd reported the pull of ${reference} complete, but the image is not present`);

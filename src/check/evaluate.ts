@@ -1,0 +1,238 @@
+/**
+ * `cridock check`'s judgement, as pure functions: the facts probes.ts
+ * gathered about the node → one verdict per item, with the fix. "fail"
+ * means cridock could not serve pods with this configuration; "warn" means
+ * it could, with a limitation the operator should know about.
+ */
+import { compareApiVersions, MIN_API_VERSION } from "../docker/api-version.ts";
+
+export type Verdict = "ok" | "warn" | "fail";
+
+export interface CheckItem {
+  name: string;
+  verdict: Verdict;
+  detail: string;
+  fix?: string;
+}
+
+export interface NodeFacts {
+  dockerEndpoint: string;
+  docker: { ok: true; version: string; apiVersion: string; cgroupDriver: string; cgroupVersion?: string } | { ok: false; error: string };
+  /** cgroup version the host mounts at /sys/fs/cgroup (undefined: neither found). */
+  hostCgroupVersion?: 1 | 2;
+  cni:
+    | { plugin: "no-op" }
+    | { plugin: "cni"; confDir: string; binDirs: string[]; config?: { file: string; name: string; plugins: string[] }; problems: string[]; loopback: boolean };
+  root: { path: string; existing: string; fsType?: string; mountPoint?: string; readOnly: boolean; writable: boolean; freeBytes?: number; error?: string };
+  capabilities: { granted: string[]; missing: string[] } | { error: string };
+  pause: { image: string; present: boolean; pullable?: boolean; error?: string };
+  streaming: { host: string; port: number; bindable: boolean; error?: string };
+  socket:
+    | { activated: true }
+    | { activated: false; path: string; state: "absent" | "stale" | "live" | "not-socket"; mode?: number; dirUsable: boolean; dirError?: string };
+}
+
+const GiB = 1024 ** 3;
+const PSEUDO_FILESYSTEMS = new Set(["proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "nsfs", "bpf"]);
+
+export function evaluate(facts: NodeFacts): CheckItem[] {
+  return [
+    dockerItem(facts),
+    cgroupItem(facts),
+    cniItem(facts),
+    rootItem(facts),
+    capabilitiesItem(facts),
+    pauseItem(facts),
+    streamingItem(facts),
+    socketItem(facts),
+  ];
+}
+
+function dockerItem({ docker, dockerEndpoint }: NodeFacts): CheckItem {
+  if (!docker.ok) {
+    return {
+      name: "docker",
+      verdict: "fail",
+      detail: `dockerd does not answer at ${dockerEndpoint}: ${docker.error}`,
+      fix: "start dockerd (systemctl start docker) or point --docker-endpoint at its socket",
+    };
+  }
+  if (compareApiVersions(docker.apiVersion, MIN_API_VERSION) < 0) {
+    return {
+      name: "docker",
+      verdict: "fail",
+      detail: `dockerd ${docker.version} at ${dockerEndpoint} offers Engine API ${docker.apiVersion}; cridock needs ${MIN_API_VERSION} or newer`,
+      fix: "upgrade Docker Engine to 20.10 or newer",
+    };
+  }
+  return { name: "docker", verdict: "ok", detail: `dockerd ${docker.version} at ${dockerEndpoint}, Engine API ${docker.apiVersion}` };
+}
+
+function cgroupItem({ docker, hostCgroupVersion }: NodeFacts): CheckItem {
+  if (!docker.ok) return { name: "cgroup", verdict: "fail", detail: "unknown: dockerd does not answer", fix: "fix docker first" };
+  const version = docker.cgroupVersion ?? (hostCgroupVersion ? String(hostCgroupVersion) : "unknown");
+  const detail = `driver ${docker.cgroupDriver}, cgroup v${version}`;
+  const kubelet = `kubelet's --cgroup-driver (cgroupDriver) must be ${docker.cgroupDriver}`;
+  if (docker.cgroupDriver !== "systemd" && docker.cgroupDriver !== "cgroupfs") {
+    return { name: "cgroup", verdict: "fail", detail, fix: "run dockerd with cgroups (exec-opts native.cgroupdriver=systemd or cgroupfs); kubelet cannot work without" };
+  }
+  if (hostCgroupVersion !== undefined && docker.cgroupVersion && docker.cgroupVersion !== String(hostCgroupVersion)) {
+    return { name: "cgroup", verdict: "warn", detail: `${detail}, but /sys/fs/cgroup here is v${hostCgroupVersion}`, fix: "run cridock in dockerd's cgroup namespace (on the host): its stats read the cgroup files" };
+  }
+  if (version === "1") {
+    return { name: "cgroup", verdict: "warn", detail: `${detail} (cgroup v1 is deprecated by kubelet 1.31+)`, fix: `${kubelet}; move the node to cgroup v2 (systemd.unified_cgroup_hierarchy=1) when you can` };
+  }
+  return { name: "cgroup", verdict: "ok", detail: `${detail}; ${kubelet}` };
+}
+
+function cniItem({ cni }: NodeFacts): CheckItem {
+  if (cni.plugin === "no-op") {
+    return { name: "cni", verdict: "ok", detail: "--network-plugin=no-op: pods use Docker's default bridge (no CNI)" };
+  }
+  if (!cni.loopback) {
+    return {
+      name: "cni",
+      verdict: "fail",
+      detail: `the loopback plugin is not in ${cni.binDirs.join(", ")}`,
+      fix: "install the CNI plugins (apt-get install containernetworking-plugins) or set --cni-bin-dir",
+    };
+  }
+  if (!cni.config) {
+    return {
+      name: "cni",
+      verdict: "fail",
+      detail: `no usable network config in ${cni.confDir}: ${cni.problems.join("; ") || "none found"}`,
+      fix: `put a .conflist in ${cni.confDir} whose plugins are in ${cni.binDirs.join(", ")} (scripts/install.sh installs a default bridge one)`,
+    };
+  }
+  const skipped = cni.problems.length ? ` (skipped: ${cni.problems.join("; ")})` : "";
+  return {
+    name: "cni",
+    verdict: "ok",
+    detail: `network ${cni.config.name} from ${cni.config.file}, plugins ${cni.config.plugins.join(", ")} all present${skipped}`,
+  };
+}
+
+function rootItem({ root }: NodeFacts): CheckItem {
+  const where = `${root.path} on ${root.fsType ?? "an unknown filesystem"}${root.mountPoint ? ` (${root.mountPoint})` : ""}`;
+  const free = root.freeBytes !== undefined ? `, ${(root.freeBytes / GiB).toFixed(1)} GiB free` : "";
+  if (root.error) return { name: "root-directory", verdict: "fail", detail: `${root.path}: ${root.error}`, fix: "set --root-directory to a local directory root can write" };
+  if (root.fsType && PSEUDO_FILESYSTEMS.has(root.fsType)) {
+    return { name: "root-directory", verdict: "fail", detail: `${where} is a kernel pseudo-filesystem`, fix: "set --root-directory to a directory on a disk, e.g. /var/lib/cridock" };
+  }
+  if (root.readOnly || !root.writable) {
+    return {
+      name: "root-directory",
+      verdict: "fail",
+      detail: `${where} is not writable${root.readOnly ? " (mounted read-only)" : ""}`,
+      fix: "set --root-directory to a writable local directory: it holds the sandbox checkpoints and netns handles",
+    };
+  }
+  if (root.fsType === "nfs" || root.fsType === "nfs4" || root.fsType === "fuse" || root.fsType?.startsWith("fuse.")) {
+    return { name: "root-directory", verdict: "warn", detail: `${where}${free}: netns bind mounts and atomic renames need a local filesystem`, fix: "use a local filesystem for --root-directory" };
+  }
+  if (root.freeBytes !== undefined && root.freeBytes < 100 * 1024 ** 2) {
+    return { name: "root-directory", verdict: "warn", detail: `${where}${free}`, fix: "free some space: checkpoints cannot be written on a full disk" };
+  }
+  return { name: "root-directory", verdict: "ok", detail: `${where}${free}` };
+}
+
+function capabilitiesItem({ capabilities }: NodeFacts): CheckItem {
+  if ("error" in capabilities) return { name: "capabilities", verdict: "warn", detail: `cannot read the bounding set: ${capabilities.error}` };
+  const n = capabilities.granted.length;
+  if (capabilities.missing.length === 0) {
+    return { name: "capabilities", verdict: "ok", detail: `all ${n} capabilities in the bounding set: privileged pods get the full set` };
+  }
+  return {
+    name: "capabilities",
+    verdict: "warn",
+    detail: `bounding set lacks ${capabilities.missing.join(", ")}: privileged pods are refused; "ALL" grants the ${n} others`,
+    fix: "run cridock with the full capability set (as root outside a restricted container) if the node must run privileged pods",
+  };
+}
+
+function pauseItem({ pause }: NodeFacts): CheckItem {
+  if (pause.present) return { name: "pause-image", verdict: "ok", detail: `${pause.image} is present` };
+  if (pause.pullable) return { name: "pause-image", verdict: "ok", detail: `${pause.image} is not present; its registry has it, the first pod pulls it` };
+  return {
+    name: "pause-image",
+    verdict: "fail",
+    detail: `${pause.image} is not present and cannot be pulled${pause.error ? `: ${pause.error}` : ""}`,
+    fix: `docker pull (or docker load) ${pause.image}, or set --pod-infra-container-image to an image the node has`,
+  };
+}
+
+function streamingItem({ streaming }: NodeFacts): CheckItem {
+  const addr = `${streaming.host.includes(":") ? `[${streaming.host}]` : streaming.host}:${streaming.port === 0 ? "<any free port>" : streaming.port}`;
+  if (!streaming.bindable) {
+    return {
+      name: "streaming",
+      verdict: "fail",
+      detail: `cannot listen on ${addr}: ${streaming.error ?? "refused"}`,
+      fix: "set --streaming-bind-addr to an address of this node and a free port (the default 127.0.0.1:0 always works)",
+    };
+  }
+  const exposure = /^(127\.|::1$|localhost$)/.test(streaming.host)
+    ? "loopback only: kubelet (1.29+) proxies exec/attach/port-forward, so this is enough"
+    : "reachable from the network: exec/attach/port-forward URLs carry single-use tokens, but firewall it unless clients need it";
+  return { name: "streaming", verdict: "ok", detail: `exec/attach/port-forward server can listen on ${addr}, ${exposure}` };
+}
+
+function socketItem({ socket }: NodeFacts): CheckItem {
+  if (socket.activated) {
+    return { name: "socket", verdict: "ok", detail: "fd://: systemd's cridock.socket creates the socket (its SocketMode=0660 sets the permissions)" };
+  }
+  const mode = socket.mode !== undefined ? ` mode ${(socket.mode & 0o777).toString(8).padStart(4, "0")}` : "";
+  if (!socket.dirUsable) {
+    return { name: "socket", verdict: "fail", detail: `cannot create ${socket.path}: ${socket.dirError ?? "its directory is unusable"}`, fix: "set --container-runtime-endpoint to a path in a writable directory" };
+  }
+  switch (socket.state) {
+    case "not-socket":
+      return { name: "socket", verdict: "fail", detail: `${socket.path} exists and is not a socket; cridock refuses to replace it`, fix: `remove ${socket.path} or choose another --container-runtime-endpoint` };
+    case "live":
+      if (socket.mode !== undefined && (socket.mode & 0o007) !== 0) {
+        return { name: "socket", verdict: "warn", detail: `${socket.path} is served now,${mode}: other users can drive containers`, fix: `chmod 0660 ${socket.path} (cridock makes it 0660)` };
+      }
+      return { name: "socket", verdict: "ok", detail: `${socket.path} is served by a running runtime now,${mode} (a second cridock on it would refuse to start)` };
+    case "stale":
+      return { name: "socket", verdict: "ok", detail: `${socket.path} is a stale socket nobody serves; cridock replaces it and makes it 0660` };
+    default:
+      return { name: "socket", verdict: "ok", detail: `${socket.path} will be created with mode 0660 (root and its group)` };
+  }
+}
+
+/** One line per item: `ok   name  detail — fix: …`. */
+export function formatItems(items: CheckItem[]): string {
+  const width = Math.max(...items.map((i) => i.name.length));
+  return items
+    .map((i) => `${i.verdict.toUpperCase().padEnd(4)} ${i.name.padEnd(width)}  ${i.detail}${i.fix && i.verdict !== "ok" ? ` — fix: ${i.fix}` : ""}`)
+    .join("\n");
+}
+
+/** 1 when some item says cridock could not serve pods. */
+export function exitCode(items: CheckItem[]): number {
+  return items.some((i) => i.verdict === "fail") ? 1 : 0;
+}
+
+/** The mount that holds `path`: the longest mount point that prefixes it, from /proc/self/mountinfo. */
+export function mountOf(mountinfo: string, path: string): { mountPoint: string; fsType: string; readOnly: boolean } | undefined {
+  let best: { mountPoint: string; fsType: string; readOnly: boolean } | undefined;
+  for (const line of mountinfo.split("\n")) {
+    // id parent major:minor root mountpoint options [optional…] - fstype source superoptions
+    const [left, right] = line.split(" - ");
+    if (!left || !right) continue;
+    const fields = left.split(" ");
+    const mountPoint = unescapeMount(fields[4] ?? "");
+    const options = (fields[5] ?? "").split(",");
+    const fsType = right.split(" ")[0] ?? "";
+    const inside = path === mountPoint || mountPoint === "/" || path.startsWith(`${mountPoint}/`);
+    if (inside && (!best || mountPoint.length >= best.mountPoint.length)) {
+      best = { mountPoint, fsType, readOnly: options.includes("ro") };
+    }
+  }
+  return best;
+}
+
+function unescapeMount(text: string): string {
+  return text.replace(/\\([0-7]{3})/g, (_m, oct: string) => String.fromCharCode(parseInt(oct, 8)));
+}

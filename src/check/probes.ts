@@ -1,0 +1,155 @@
+/**
+ * Gathers the facts `cridock check` judges, by looking at the node the way
+ * cridock itself would at start: the same Docker client, CNI loader,
+ * capability reader and socket rules. Probes only read and test-bind; the one
+ * thing they do to the node is ask dockerd's registry lookup for the pause
+ * image when it is absent (no pull).
+ */
+import { access, constants, readFile, stat, statfs } from "node:fs/promises";
+import { createServer, connect } from "node:net";
+import { dirname } from "node:path";
+import type { Config } from "../config.ts";
+import { DockerClient } from "../docker/client.ts";
+import { describeCause } from "../errors.ts";
+import type { Logger } from "../log.ts";
+import { findPlugin, loadNetworkConfig } from "../network/conf.ts";
+import { readHostCapabilities } from "../runtime/container/capabilities.ts";
+import { mountOf, type NodeFacts } from "./evaluate.ts";
+
+const PROBE_TIMEOUT_MS = 10_000;
+
+export async function probeNode(config: Config, log: Logger): Promise<NodeFacts> {
+  const docker = new DockerClient({ endpoint: config.dockerEndpoint, requestTimeoutMs: PROBE_TIMEOUT_MS, logger: log });
+  try {
+    const [dockerFacts, hostCgroupVersion, cni, root, capabilities, streaming, socket] = await Promise.all([
+      probeDocker(docker),
+      probeHostCgroup(),
+      probeCni(config),
+      probeRoot(config.rootDirectory),
+      readHostCapabilities().catch((err: unknown) => ({ error: describeCause(err) })),
+      probeBind(config.streamingHost, config.streamingPort),
+      probeSocket(config),
+    ]);
+    const pause = dockerFacts.ok ? await probePause(docker, config.podInfraContainerImage) : { image: config.podInfraContainerImage, present: false, error: "dockerd does not answer" };
+    return { dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, pause, streaming, socket };
+  } finally {
+    await docker.close();
+  }
+}
+
+async function probeDocker(docker: DockerClient): Promise<NodeFacts["docker"]> {
+  try {
+    await docker.ping();
+    const [version, info, apiVersion] = await Promise.all([docker.version(), docker.info(), docker.apiVersion()]);
+    return { ok: true, version: version.Version, apiVersion: version.ApiVersion ?? apiVersion, cgroupDriver: info.CgroupDriver, cgroupVersion: info.CgroupVersion };
+  } catch (err) {
+    return { ok: false, error: describeCause(err) };
+  }
+}
+
+async function probeHostCgroup(): Promise<1 | 2 | undefined> {
+  if (await exists("/sys/fs/cgroup/cgroup.controllers")) return 2;
+  if (await exists("/sys/fs/cgroup/memory")) return 1;
+  return undefined;
+}
+
+async function probeCni(config: Config): Promise<NodeFacts["cni"]> {
+  if (config.networkPlugin !== "cni") return { plugin: "no-op" };
+  const [loaded, loopback] = await Promise.all([loadNetworkConfig(config.cniConfDir, config.cniBinDirs), findPlugin("loopback", config.cniBinDirs)]);
+  return {
+    plugin: "cni",
+    confDir: config.cniConfDir,
+    binDirs: config.cniBinDirs,
+    config: loaded.config && { file: loaded.config.file, name: loaded.config.name, plugins: loaded.config.plugins.map((p) => p.type) },
+    problems: loaded.problems,
+    loopback: Boolean(loopback),
+  };
+}
+
+/** The root directory, or the nearest ancestor that exists (cridock creates the rest). */
+async function probeRoot(path: string): Promise<NodeFacts["root"]> {
+  let existing = path;
+  for (;;) {
+    const s = await stat(existing).catch(() => undefined);
+    if (s) {
+      if (!s.isDirectory()) return { path, existing, readOnly: false, writable: false, error: `${existing} is not a directory` };
+      break;
+    }
+    if (existing === "/") break;
+    existing = dirname(existing);
+  }
+  const mountinfo = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+  const mount = mountOf(mountinfo, existing);
+  const writable = await access(existing, constants.W_OK).then(() => true, () => false);
+  // statfs is missing on some runtimes (older Deno); free space is then not reported.
+  const freeBytes = await statfs(existing).then((s) => s.bavail * s.bsize, () => undefined).catch(() => undefined);
+  return { path, existing, fsType: mount?.fsType, mountPoint: mount?.mountPoint, readOnly: mount?.readOnly ?? false, writable, freeBytes };
+}
+
+async function probePause(docker: DockerClient, image: string): Promise<NodeFacts["pause"]> {
+  try {
+    await docker.inspectImage(image);
+    return { image, present: true };
+  } catch (err) {
+    if ((err as { statusCode?: number }).statusCode !== 404) return { image, present: false, error: describeCause(err) };
+  }
+  try {
+    // dockerd asks the registry for the manifest (as a pull would start), downloading nothing.
+    await docker.json("GET", `/distribution/${image}/json`, { timeoutMs: PROBE_TIMEOUT_MS });
+    return { image, present: false, pullable: true };
+  } catch (err) {
+    return { image, present: false, pullable: false, error: describeCause(err) };
+  }
+}
+
+export function probeBind(host: string, port: number): Promise<NodeFacts["streaming"]> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", (err: NodeJS.ErrnoException) =>
+      resolve({ host, port, bindable: false, error: err.code === "EADDRINUSE" ? `port ${port} is in use (by a running cridock?)` : err.message }),
+    );
+    server.listen(port, host, () => server.close(() => resolve({ host, port, bindable: true })));
+  });
+}
+
+async function probeSocket(config: Config): Promise<NodeFacts["socket"]> {
+  if (config.socketActivated) return { activated: true };
+  const path = config.listenSocket;
+  const dirError = await usableDir(dirname(path));
+  const s = await stat(path).catch(() => undefined);
+  if (!s) return { activated: false, path, state: "absent", dirUsable: dirError === undefined, dirError };
+  if (!s.isSocket()) return { activated: false, path, state: "not-socket", mode: s.mode, dirUsable: true };
+  const live = await answers(path);
+  return { activated: false, path, state: live ? "live" : "stale", mode: s.mode, dirUsable: true };
+}
+
+/** undefined when the socket's directory exists and is writable, or can be created under a writable ancestor. */
+async function usableDir(dir: string): Promise<string | undefined> {
+  let current = dir;
+  for (;;) {
+    const s = await stat(current).catch(() => undefined);
+    if (s) {
+      if (!s.isDirectory()) return `${current} is not a directory`;
+      return (await access(current, constants.W_OK).then(() => true, () => false)) ? undefined : `${current} is not writable`;
+    }
+    if (current === "/") return "no existing ancestor";
+    current = dirname(current);
+  }
+}
+
+function answers(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(path);
+    const finish = (v: boolean) => {
+      socket.destroy();
+      resolve(v);
+    };
+    socket.once("connect", () => finish(true));
+    socket.once("error", () => finish(false));
+    socket.setTimeout(2000, () => finish(false));
+  });
+}
+
+function exists(path: string): Promise<boolean> {
+  return access(path).then(() => true, () => false);
+}

@@ -1,0 +1,215 @@
+/**
+ * cridock's Prometheus metrics: one prom-client Registry holding every
+ * series, and the observer methods the rest of the program reports into.
+ * The backends (docker/, network/, logs/) know nothing of Prometheus: they
+ * take small observer callbacks or keep plain counters that are read here at
+ * scrape time. Labels are bounded sets (RPC names, gRPC codes, Docker
+ * endpoint templates, CNI operations, states), never ids or paths.
+ */
+import client from "prom-client";
+import type { DockerRequestOutcome } from "../docker/observer.ts";
+import { dockerEndpointTemplate } from "./docker-endpoint.ts";
+import type { RpcObserver } from "./rpc.ts";
+
+export const PREFIX = "cridock_";
+
+/** Latency buckets from 1 ms (a cached list) to 2 min (a slow pull or stop). */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+const PULL_BUCKETS = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+export interface ObjectCounts {
+  sandboxes: Record<string, number>;
+  containers: Record<string, number>;
+}
+
+export interface LogTotals {
+  bytesWritten: number;
+  lostEvents: number;
+  lostBytes: number;
+}
+
+export interface MetricsSources {
+  /** Sandboxes and containers by CRI state, read at scrape time. */
+  objectCounts?: () => Promise<ObjectCounts>;
+  /** Monotonic totals kept by the log writers. */
+  logTotals?: () => LogTotals;
+}
+
+export class CridockMetrics implements RpcObserver {
+  readonly registry = new client.Registry();
+  private readonly rpcTotal;
+  private readonly rpcDuration;
+  private readonly dockerDuration;
+  private readonly dockerErrors;
+  private readonly cniDuration;
+  private readonly cniErrors;
+  private readonly pullTotal;
+  private readonly pullBytes;
+  private readonly pullDuration;
+  private sources: MetricsSources = {};
+  /** One listing serves both state gauges of a scrape (they are collected concurrently). */
+  private counting: Promise<ObjectCounts | undefined> | undefined;
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    this.rpcTotal = new client.Counter({
+      name: `${PREFIX}cri_requests_total`,
+      help: "CRI calls by service, method and gRPC status code",
+      labelNames: ["service", "method", "code"] as const,
+      registers,
+    });
+    this.rpcDuration = new client.Histogram({
+      name: `${PREFIX}cri_request_duration_seconds`,
+      help: "Latency of CRI calls (streams: until the stream ends)",
+      labelNames: ["service", "method"] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.dockerDuration = new client.Histogram({
+      name: `${PREFIX}docker_request_duration_seconds`,
+      help: "Latency of Docker Engine API requests until dockerd's answer headers, by endpoint template",
+      labelNames: ["method", "endpoint"] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.dockerErrors = new client.Counter({
+      name: `${PREFIX}docker_request_errors_total`,
+      help: "Failed Docker Engine API requests by endpoint template and reason (HTTP status code, unreachable, timeout, cancelled)",
+      labelNames: ["method", "endpoint", "reason"] as const,
+      registers,
+    });
+    this.cniDuration = new client.Histogram({
+      name: `${PREFIX}cni_operation_duration_seconds`,
+      help: "Latency of attaching (ADD) and detaching (DEL) a pod through its CNI plugin list",
+      labelNames: ["operation"] as const,
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.cniErrors = new client.Counter({
+      name: `${PREFIX}cni_operation_errors_total`,
+      help: "Failed CNI ADD and DEL operations",
+      labelNames: ["operation"] as const,
+      registers,
+    });
+    this.pullTotal = new client.Counter({
+      name: `${PREFIX}image_pulls_total`,
+      help: "Image pulls by result (success, failure)",
+      labelNames: ["result"] as const,
+      registers,
+    });
+    this.pullBytes = new client.Counter({
+      name: `${PREFIX}image_pull_bytes_total`,
+      help: "Bytes downloaded by successful image pulls, as dockerd's progress reports them (layers already present count nothing)",
+      registers,
+    });
+    this.pullDuration = new client.Histogram({
+      name: `${PREFIX}image_pull_duration_seconds`,
+      help: "Time an image pull took, by result",
+      labelNames: ["result"] as const,
+      buckets: PULL_BUCKETS,
+      registers,
+    });
+    const sources = () => this.sources;
+    const counts = () => this.objectCounts();
+    new client.Gauge({
+      name: `${PREFIX}pod_sandboxes`,
+      help: "Pod sandboxes by CRI state (SANDBOX_READY, SANDBOX_NOTREADY)",
+      labelNames: ["state"] as const,
+      registers,
+      async collect() {
+        const c = await counts();
+        if (!c) return;
+        this.reset();
+        for (const [state, n] of Object.entries(c.sandboxes)) this.set({ state }, n);
+      },
+    });
+    new client.Gauge({
+      name: `${PREFIX}containers`,
+      help: "Containers by CRI state (CONTAINER_CREATED, CONTAINER_RUNNING, CONTAINER_EXITED, CONTAINER_UNKNOWN)",
+      labelNames: ["state"] as const,
+      registers,
+      async collect() {
+        const c = await counts();
+        if (!c) return;
+        this.reset();
+        for (const [state, n] of Object.entries(c.containers)) this.set({ state }, n);
+      },
+    });
+    new client.Counter({
+      name: `${PREFIX}container_log_bytes_total`,
+      help: "Bytes written to CRI container log files",
+      registers,
+      collect() {
+        const totals = sources().logTotals?.();
+        if (totals) this.reset(), this.inc(totals.bytesWritten);
+      },
+    });
+    new client.Counter({
+      name: `${PREFIX}container_log_lost_total`,
+      help: "Occasions on which Docker rotated container output away before cridock copied it into the CRI log",
+      registers,
+      collect() {
+        const totals = sources().logTotals?.();
+        if (totals) this.reset(), this.inc(totals.lostEvents);
+      },
+    });
+    new client.Counter({
+      name: `${PREFIX}container_log_lost_bytes_total`,
+      help: "Bytes of container output known to be lost to Docker's log rotation (a lower bound: whole files rotated away unseen have no known size)",
+      registers,
+      collect() {
+        const totals = sources().logTotals?.();
+        if (totals) this.reset(), this.inc(totals.lostBytes);
+      },
+    });
+    if (options.processMetrics ?? true) client.collectDefaultMetrics({ register: this.registry, prefix: PREFIX });
+  }
+
+  /** Connects the scrape-time sources once the components exist. */
+  setSources(sources: MetricsSources): void {
+    this.sources = sources;
+  }
+
+  rpc(service: string, method: string, code: string, seconds: number): void {
+    this.rpcTotal.inc({ service, method, code });
+    this.rpcDuration.observe({ service, method }, seconds);
+  }
+
+  dockerRequest(method: string, path: string, seconds: number, outcome: DockerRequestOutcome): void {
+    const endpoint = dockerEndpointTemplate(path);
+    this.dockerDuration.observe({ method, endpoint }, seconds);
+    if (outcome.error) {
+      const reason = outcome.error === "http" && outcome.statusCode ? String(outcome.statusCode) : outcome.error;
+      this.dockerErrors.inc({ method, endpoint, reason });
+    }
+  }
+
+  cniOperation(operation: "ADD" | "DEL", seconds: number, ok: boolean): void {
+    this.cniDuration.observe({ operation }, seconds);
+    if (!ok) this.cniErrors.inc({ operation });
+  }
+
+  imagePull(seconds: number, result: { ok: true; bytes: number } | { ok: false }): void {
+    const label = result.ok ? "success" : "failure";
+    this.pullTotal.inc({ result: label });
+    this.pullDuration.observe({ result: label }, seconds);
+    if (result.ok && result.bytes > 0) this.pullBytes.inc(result.bytes);
+  }
+
+  /** The exposition text (`text/plain; version=0.0.4`). */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private objectCounts(): Promise<ObjectCounts | undefined> {
+    if (!this.counting) {
+      const source = this.sources.objectCounts;
+      const result = source ? source().catch(() => undefined) : Promise.resolve(undefined);
+      // Shared by the collects that start while it runs (both gauges of one scrape), then dropped.
+      this.counting = result.finally(() => {
+        this.counting = undefined;
+      });
+    }
+    return this.counting;
+  }
+}

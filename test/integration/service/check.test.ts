@@ -1,0 +1,76 @@
+/**
+ * `cridock check` on this machine: the test environment's configuration
+ * (dockerd, test CNI network, pause image present) passes; broken ones fail
+ * on exactly the items that are broken, with a fix, and exit 1.
+ */
+import t from "tap";
+import { spawnSync } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { REPO_ROOT } from "../../helpers/cridock-process.ts";
+import { REGISTRY, cridockTestFlags, makeCniConfDir } from "../../helpers/env.ts";
+
+function check(...flags: string[]) {
+  const result = spawnSync(process.execPath, [join(REPO_ROOT, "bin/cridock.js"), "check", ...flags], { encoding: "utf8", timeout: 120_000 });
+  const lines = result.stdout.split("\n").filter(Boolean);
+  const verdict = (name: string) => lines.find((l) => l.split(/\s+/)[1] === name)?.split(/\s+/)[0];
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr, lines, verdict };
+}
+
+const scratch = await mkdtemp(join(tmpdir(), "cridock-check-"));
+t.teardown(() => rm(scratch, { recursive: true, force: true }));
+const cni = await makeCniConfDir();
+t.teardown(() => cni.cleanup());
+const base = [...cridockTestFlags(cni), `--root-directory=${join(scratch, "root")}`, `--container-runtime-endpoint=unix://${join(scratch, "cri.sock")}`];
+
+t.test("the test environment's configuration can serve pods", async (t) => {
+  const r = check(...base);
+  t.equal(r.status, 0, r.stdout + r.stderr);
+  t.same(
+    r.lines.slice(0, 8).map((l) => l.split(/\s+/)[1]),
+    ["docker", "cgroup", "cni", "root-directory", "capabilities", "pause-image", "streaming", "socket"],
+    "one line per item, in order",
+  );
+  for (const line of r.lines.slice(0, 8)) t.match(line, /^(OK|WARN) /, line);
+  t.match(r.stdout, /^OK +docker +dockerd \S+ at unix:\/\/\/var\/run\/docker\.sock, Engine API 1\.\d+/m);
+  t.match(r.stdout, /^(OK|WARN) +cgroup +driver (cgroupfs|systemd), cgroup v[12]/m);
+  t.match(r.stdout, new RegExp(`^OK +cni +network ${cni.networkName} from ${cni.dir}`, "m"));
+  t.match(r.stdout, /^OK +socket .* will be created with mode 0660/m);
+  t.match(r.lines.at(-1)!, /cridock can serve pods/);
+});
+
+t.test("dockerd unreachable: docker, cgroup and pause-image fail", async (t) => {
+  const r = check(...base, `--docker-endpoint=unix://${join(scratch, "no-docker.sock")}`);
+  t.equal(r.status, 1);
+  t.equal(r.verdict("docker"), "FAIL");
+  t.match(r.stdout, /^FAIL docker .*does not answer at unix:\/\/.*no-docker\.sock.* — fix: start dockerd/m);
+  t.equal(r.verdict("pause-image"), "FAIL");
+  t.equal(r.verdict("cni"), "OK", "the rest is still judged");
+  t.match(r.lines.at(-1)!, /could not serve pods/);
+});
+
+t.test("no CNI config, an unpullable pause image, a file where the socket goes, a foreign address", async (t) => {
+  const emptyCni = await mkdtemp(join(scratch, "empty-cni-"));
+  const notSocket = join(scratch, "not-a-socket");
+  await writeFile(notSocket, "x");
+  const r = check(
+    ...base,
+    `--cni-conf-dir=${emptyCni}`,
+    `--pod-infra-container-image=${REGISTRY}/cridock-test/no-such-pause:0`,
+    `--container-runtime-endpoint=unix://${notSocket}`,
+    "--streaming-bind-addr=192.0.2.1:10010",
+  );
+  t.equal(r.status, 1, r.stdout);
+  t.equal(r.verdict("docker"), "OK");
+  t.match(r.stdout, new RegExp(`^FAIL cni +no usable network config in ${emptyCni}.* — fix: put a \\.conflist`, "m"));
+  t.match(r.stdout, /^FAIL pause-image +\S+no-such-pause:0 is not present and cannot be pulled.* — fix: docker pull/m);
+  t.match(r.stdout, /^FAIL socket +.*not-a-socket exists and is not a socket/m);
+  t.match(r.stdout, /^FAIL streaming +cannot listen on 192\.0\.2\.1:10010/m);
+});
+
+t.test("bad flags are refused like the server refuses them", async (t) => {
+  const r = check("--network-plugin=weave");
+  t.equal(r.status, 2);
+  t.match(r.stderr, /invalid value for --network-plugin/);
+});

@@ -1,0 +1,97 @@
+import t from "tap";
+import { evaluate, exitCode, formatItems, mountOf, type NodeFacts } from "../../../src/check/evaluate.ts";
+
+function goodFacts(): NodeFacts {
+  return {
+    dockerEndpoint: "unix:///var/run/docker.sock",
+    docker: { ok: true, version: "29.0.0", apiVersion: "1.52", cgroupDriver: "systemd", cgroupVersion: "2" },
+    hostCgroupVersion: 2,
+    cni: { plugin: "cni", confDir: "/etc/cni/net.d", binDirs: ["/opt/cni/bin"], config: { file: "/etc/cni/net.d/10-cridock.conflist", name: "cridock", plugins: ["bridge", "portmap"] }, problems: [], loopback: true },
+    root: { path: "/var/lib/cridock", existing: "/var/lib", fsType: "ext4", mountPoint: "/", readOnly: false, writable: true, freeBytes: 10 * 1024 ** 3 },
+    capabilities: { granted: ["CAP_CHOWN"], missing: [] },
+    pause: { image: "registry.k8s.io/pause:3.10", present: true },
+    streaming: { host: "127.0.0.1", port: 0, bindable: true },
+    socket: { activated: false, path: "/var/run/cridock.sock", state: "absent", dirUsable: true },
+  };
+}
+
+function item(facts: NodeFacts, name: string) {
+  const found = evaluate(facts).find((i) => i.name === name);
+  if (!found) throw new Error(`no item ${name}`);
+  return found;
+}
+
+t.test("a good node: every item OK, exit 0, one line each", async (t) => {
+  const items = evaluate(goodFacts());
+  t.same(items.map((i) => i.name), ["docker", "cgroup", "cni", "root-directory", "capabilities", "pause-image", "streaming", "socket"]);
+  t.ok(items.every((i) => i.verdict === "ok"), formatItems(items));
+  t.equal(exitCode(items), 0);
+  t.equal(formatItems(items).split("\n").length, items.length);
+  t.match(item(goodFacts(), "cgroup").detail, /kubelet's --cgroup-driver .* must be systemd/);
+});
+
+t.test("what stops cridock from serving pods fails, with a fix", async (t) => {
+  const cases: [string, (f: NodeFacts) => void, RegExp][] = [
+    ["docker", (f) => (f.docker = { ok: false, error: "connect ENOENT" }), /start dockerd/],
+    ["docker", (f) => (f.docker = { ok: true, version: "19.03", apiVersion: "1.40", cgroupDriver: "cgroupfs" }), /upgrade/],
+    ["cni", (f) => (f.cni = { plugin: "cni", confDir: "/c", binDirs: ["/b"], problems: ["no network config found in /c"], loopback: true }), /conflist/],
+    ["cni", (f) => (f.cni = { plugin: "cni", confDir: "/c", binDirs: ["/b"], problems: [], loopback: false }), /containernetworking-plugins/],
+    ["root-directory", (f) => (f.root = { ...f.root, readOnly: true }), /writable/],
+    ["root-directory", (f) => (f.root = { ...f.root, fsType: "proc", mountPoint: "/proc" }), /on a disk/],
+    ["pause-image", (f) => (f.pause = { image: "x/pause:1", present: false, pullable: false, error: "manifest unknown" }), /docker pull/],
+    ["streaming", (f) => (f.streaming = { host: "10.9.9.9", port: 1, bindable: false, error: "EADDRNOTAVAIL" }), /--streaming-bind-addr/],
+    ["socket", (f) => (f.socket = { activated: false, path: "/run/x.sock", state: "not-socket", dirUsable: true }), /remove/],
+    ["socket", (f) => (f.socket = { activated: false, path: "/ro/x.sock", state: "absent", dirUsable: false, dirError: "/ro is not writable" }), /writable directory/],
+  ];
+  for (const [name, change, fix] of cases) {
+    const facts = goodFacts();
+    change(facts);
+    const it = item(facts, name);
+    t.equal(it.verdict, "fail", `${name}: ${it.detail}`);
+    t.match(it.fix ?? "", fix, `${name} says how to fix it`);
+    t.equal(exitCode(evaluate(facts)), 1);
+    t.match(formatItems(evaluate(facts)), new RegExp(`^FAIL ${name} .* — fix: `, "m"));
+  }
+});
+
+t.test("limitations warn but do not fail", async (t) => {
+  const cases: [string, (f: NodeFacts) => void][] = [
+    ["capabilities", (f) => (f.capabilities = { granted: ["CAP_CHOWN"], missing: ["CAP_SYS_RESOURCE"] })],
+    ["cgroup", (f) => f.docker.ok && (f.docker.cgroupVersion = "1") && (f.hostCgroupVersion = 1)],
+    ["root-directory", (f) => (f.root = { ...f.root, fsType: "nfs4" })],
+    ["socket", (f) => (f.socket = { activated: false, path: "/run/x.sock", state: "live", mode: 0o140666, dirUsable: true })],
+  ];
+  for (const [name, change] of cases) {
+    const facts = goodFacts();
+    change(facts);
+    t.equal(item(facts, name).verdict, "warn", `${name}: ${item(facts, name).detail}`);
+    t.equal(exitCode(evaluate(facts)), 0);
+  }
+  const caps = goodFacts();
+  caps.capabilities = { granted: ["CAP_CHOWN"], missing: ["CAP_SYS_RESOURCE"] };
+  t.match(item(caps, "capabilities").detail, /CAP_SYS_RESOURCE.*privileged pods are refused/);
+});
+
+t.test("absent but pullable pause image, no-op network, fd:// socket are fine", async (t) => {
+  const f = goodFacts();
+  f.pause = { image: "registry.k8s.io/pause:3.10", present: false, pullable: true };
+  f.cni = { plugin: "no-op" };
+  f.socket = { activated: true };
+  t.equal(exitCode(evaluate(f)), 0);
+  t.match(item(f, "socket").detail, /SocketMode=0660/);
+});
+
+t.test("mountOf finds the longest mount point holding a path", async (t) => {
+  const mountinfo = [
+    "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw",
+    "23 22 0:5 / /proc rw,nosuid - proc proc rw",
+    "24 22 0:20 / /var/lib rw,relatime - xfs /dev/sdb1 rw",
+    "25 22 0:21 / /var/lib/ro\\040dir ro,relatime - ext4 /dev/sdc1 ro",
+    "26 22 0:22 / /var/library rw - tmpfs tmpfs rw",
+  ].join("\n");
+  t.same(mountOf(mountinfo, "/var/lib/cridock"), { mountPoint: "/var/lib", fsType: "xfs", readOnly: false });
+  t.same(mountOf(mountinfo, "/var/lib/ro dir/x"), { mountPoint: "/var/lib/ro dir", fsType: "ext4", readOnly: true });
+  t.same(mountOf(mountinfo, "/var/libx"), { mountPoint: "/", fsType: "ext4", readOnly: false }, "a prefix of the name is not a parent");
+  t.same(mountOf(mountinfo, "/proc/1"), { mountPoint: "/proc", fsType: "proc", readOnly: false });
+  t.equal(mountOf("", "/x"), undefined);
+});
