@@ -22,6 +22,7 @@ import { recoverSandboxes } from "./runtime/sandbox/recovery.ts";
 import { join } from "node:path";
 import { StatsService } from "./runtime/stats.ts";
 import { StatsCollector } from "./stats/collector.ts";
+import { PodMetricsService } from "./runtime/pod-metrics.ts";
 import { TYPE_LABEL } from "./runtime/labels.ts";
 import { describeCause } from "./errors.ts";
 import { ExecService } from "./runtime/exec/manager.ts";
@@ -91,6 +92,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   await containers.resumeLogs().catch((err) => log.error({ err }, "could not resume container log writers"));
 
   const stats = new StatsService(docker, new StatsCollector(), log.child({ component: "stats" }));
+  const podMetrics = new PodMetricsService(stats, docker, log.child({ component: "pod-metrics" }));
 
   const exec = new ExecService(docker, log);
   const portForwarder = new PortForwarder(sandboxes, log);
@@ -107,7 +109,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const server = new CriServer({
     socketPath: config.listenSocket,
     logger: log,
-    runtimeHandlers: runtimeServiceRpcs({ status, sandboxes, stats, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
+    runtimeHandlers: runtimeServiceRpcs({ status, sandboxes, stats, podMetrics, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
     imageHandlers: imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() }),
   });
   await server.start();
