@@ -14,6 +14,7 @@ import { findPlugin, loadNetworkConfig, parseNetworkConfig, type NetworkConfigLi
 import { execPlugin, pluginEnv, pluginStdin, podCniArgs, type CniCommand, type InvocationArgs } from "./invoke.ts";
 import type { NetworkReadiness, PodNetwork, PodNetworkAttachment, PodNetworkRequest } from "./plugin.ts";
 import { parseResult, podIps } from "./result.ts";
+import { resultFromAddresses } from "./pod-ips.ts";
 
 export interface CniNetworkOptions {
   confDir: string;
@@ -156,7 +157,7 @@ export class CniNetwork implements PodNetwork {
   async adopt(
     request: PodNetworkRequest,
     cniArgs: [string, string][],
-    createIfMissing: boolean,
+    createFrom: { addresses: string[] } | undefined,
   ): Promise<{ networkName: string; result: unknown } | undefined> {
     const found = await this.findCacheEntry(request.sandboxId);
     if (found) {
@@ -165,7 +166,7 @@ export class CniNetwork implements PodNetwork {
       await this.cache.write({ ...found, netns, cniArgs: found.cniArgs ?? cniArgs, capabilityArgs: found.capabilityArgs ?? {} });
       return { networkName: found.networkName, result: found.result ?? null };
     }
-    if (!createIfMissing) return undefined;
+    if (!createFrom) return undefined;
     const list = this.current;
     if (!list) throw failedPrecondition(`cannot take over the network of pod sandbox ${request.sandboxId}: ${this.readiness().message}`);
     await this.cache.write({
@@ -177,7 +178,7 @@ export class CniNetwork implements PodNetwork {
       cniArgs,
       capabilityArgs: this.capabilityArgs(request),
       netns: request.netnsPath,
-      result: null,
+      result: resultFromAddresses(list.cniVersion, request.netnsPath, IFNAME, createFrom.addresses),
     });
     this.log.info({ sandboxId: request.sandboxId, network: list.name }, "no CNI cache entry for an adopted pod; DEL will use the current config");
     return { networkName: list.name, result: null };

@@ -92,7 +92,8 @@ export interface PodNetwork extends NetworkReadinessSource {
   adopt?(
     request: PodNetworkRequest,
     cniArgs: [string, string][],
-    createIfMissing: boolean,
+    /** Write an entry when there is none; the addresses seen in the namespace (CIDR form) give its result. */
+    createFrom: { addresses: string[] } | undefined,
   ): Promise<{ networkName: string; result: unknown } | undefined>;
 }
 

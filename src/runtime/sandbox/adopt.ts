@@ -24,7 +24,7 @@ import type { Logger } from "../../log.ts";
 import type { LogFollowers } from "../../logs/followers.ts";
 import { pinNetns, unpinNetns } from "../../network/netns.ts";
 import type { PodNetwork, PortMappingSpec, PortProtocol } from "../../network/plugin.ts";
-import { readPodIps } from "../../network/pod-ips.ts";
+import { readPodAddresses } from "../../network/pod-ips.ts";
 import { readCriDockerdCheckpoint, type CriDockerdCheckpoint } from "../../store/cri-dockerd-checkpoint.ts";
 import { fromDockerLabels, LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "../labels.ts";
 import { parseName } from "../naming.ts";
@@ -160,9 +160,10 @@ async function adoptOne(deps: AdoptionDeps, id: string, checkpoint: CriDockerdCh
       record.netnsPath = sandboxes.netnsPathOf(id);
       await pinNetns(inspect.State.Pid, record.netnsPath);
       try {
-        const ips = await readPodIps(record.netnsPath);
-        if (ips.length === 0) throw new Error("the pod's eth0 has no global address");
-        const cached = await network.adopt({ ...request, netnsPath: record.netnsPath }, criDockerdCniArgs(pod.name, pod.namespace, id), true);
+        const addresses = await readPodAddresses(record.netnsPath);
+        if (addresses.length === 0) throw new Error("the pod's eth0 has no global address");
+        const ips = addresses.map((a) => a.slice(0, a.lastIndexOf("/")));
+        const cached = await network.adopt({ ...request, netnsPath: record.netnsPath }, criDockerdCniArgs(pod.name, pod.namespace, id), { addresses });
         record.network = { phase: "attached", name: cached!.networkName, ips, result: cached!.result };
       } catch (err) {
         await unpinNetns(record.netnsPath).catch(() => undefined);
@@ -170,7 +171,7 @@ async function adoptOne(deps: AdoptionDeps, id: string, checkpoint: CriDockerdCh
       }
     } else {
       // Stopped under cri-dockerd: if its ADD entry is still cached, DEL never ran; StopPodSandbox/RemovePodSandbox run it.
-      const cached = await network.adopt(request, criDockerdCniArgs(pod.name, pod.namespace, id), false);
+      const cached = await network.adopt(request, criDockerdCniArgs(pod.name, pod.namespace, id), undefined);
       if (cached) record.network = { phase: "attached", name: cached.networkName, ips: [], result: cached.result };
     }
   }

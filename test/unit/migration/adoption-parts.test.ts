@@ -7,7 +7,7 @@ import t from "tap";
 import { lstat, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseIpAddrJson } from "../../../src/network/pod-ips.ts";
+import { parseIpAddrCidrs, parseIpAddrJson, resultFromAddresses } from "../../../src/network/pod-ips.ts";
 import { replaceSymlinkWithFile } from "../../../src/runtime/sandbox/logs-takeover.ts";
 
 t.test("ip -j addr: global addresses of eth0, IPv4 first", async (t) => {
@@ -18,12 +18,19 @@ t.test("ip -j addr: global addresses of eth0, IPv4 first", async (t) => {
       addr_info: [
         { family: "inet6", local: "fd00::5", scope: "global" },
         { family: "inet6", local: "fe80::1", scope: "link" },
-        { family: "inet", local: "10.89.0.7", scope: "global" },
+        { family: "inet", local: "10.89.0.7", prefixlen: 16, scope: "global" },
       ],
     },
     { ifname: "eth1", addr_info: [{ family: "inet", local: "192.168.1.2", scope: "global" }] },
   ]);
   t.same(parseIpAddrJson(out, "eth0"), ["10.89.0.7", "fd00::5"]);
+  t.same(parseIpAddrCidrs(out, "eth0"), ["10.89.0.7/16", "fd00::5/128"], "prefix length kept (full length when absent)");
+  t.same(resultFromAddresses("1.0.0", "/run/ns", "eth0", ["10.89.0.7/16"]), {
+    cniVersion: "1.0.0",
+    interfaces: [{ name: "eth0", sandbox: "/run/ns" }],
+    ips: [{ address: "10.89.0.7/16", interface: 0 }],
+  });
+  t.match(resultFromAddresses("0.3.1", "/run/ns", "eth0", ["fd00::5/64"]).ips, [{ version: "6" }], "0.3.x results name the IP version");
   t.same(parseIpAddrJson("[]", "eth0"), []);
   t.throws(() => parseIpAddrJson("oops", "eth0"), /not JSON/);
   t.throws(() => parseIpAddrJson("{}", "eth0"), /not print a list/);
