@@ -83,7 +83,7 @@ const HELP: Record<FlagName, string> = {
   "runtime-request-timeout": "deadline of each Docker API request (Go duration, e.g. 2m)",
   "image-pull-progress-deadline": "abort a pull that reports no progress for this long",
   "root-directory": "directory for cridock's checkpoints and netns handles",
-  "cri-dockerd-root-directory": "cri-dockerd's root directory: running pods with a checkpoint there are taken over at start (\"\" = none)",
+  "cri-dockerd-root-directory": "cri-dockerd's root directory: pods with a cri-dockerd checkpoint there are taken over at start (\"\" = none)",
   "docker-log-max-size": "max-size of Docker's own json-file log per container, which cridock reads the CRI log from: output is lost only if cridock falls max-size × (max-file − 1) behind (down, or its log disk stalled); raise it for containers that log fast",
   "docker-log-max-file": "max-file of Docker's own json-file log per container (≥ 2 recommended: 1 makes Docker truncate in place)",
   "shutdown-grace-period": "how long SIGTERM waits for in-flight calls",
