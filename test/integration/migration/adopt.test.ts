@@ -39,7 +39,7 @@ t.teardown(async () => {
 });
 
 // A numbered line every 20 ms: gaps or repeats in the CRI file show.
-const COUNTER = "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.02; done";
+const COUNTER = "trap 'exit 0' TERM; i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.02; done";
 const fixture = (name: string, libcniCache: boolean): Promise<FixturePod> =>
   makeCriDockerdPod({ docker, cni, cniCacheDir, criDockerdRoot, logRoot, name, libcniCache, command: COUNTER }).then((p) => {
     created.push(p.sandboxId, p.containerId);
@@ -104,6 +104,8 @@ t.test("adopted pods are READY with their IPs and their containers running", asy
     t.equal(c.state, 1, "container RUNNING");
     t.equal(c.logPath, pod.logPath);
   }
+  const allocated = await readdir(join(cni.ipamDataDir, cni.networkName));
+  t.ok(allocated.includes(withCache.ip) && allocated.includes(withoutCache.ip), "host-local holds both IPs (so the check after removal means something)");
   const bad = listed.find((s: { id: string }) => s.id === damaged.Id);
   t.ok(bad, "the pod with a damaged checkpoint is still listed (from Docker)");
   const badInfo = JSON.parse((await cridock.client.call("PodSandboxStatus", { podSandboxId: damaged.Id, verbose: true })).info.info);
