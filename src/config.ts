@@ -31,6 +31,8 @@ export interface Config {
   runtimeRequestTimeoutMs: number;
   imagePullProgressDeadlineMs: number;
   rootDirectory: string;
+  /** cri-dockerd's root directory, whose sandbox checkpoints mark the pods to take over ("" = none). */
+  criDockerdRootDirectory: string;
   dockerLogMaxSize: string;
   dockerLogMaxFile: number;
   shutdownGraceMs: number;
@@ -53,6 +55,7 @@ export const DEFAULTS = {
   "runtime-request-timeout": "2m",
   "image-pull-progress-deadline": "1m",
   "root-directory": "/var/lib/cridock",
+  "cri-dockerd-root-directory": "/var/lib/cri-dockerd",
   // Docker's json-file copy is what cridock reads the CRI log from, so its
   // bound is the reader's slack. It rotates a file away only after
   // max-size × (max-file − 1) more bytes; the reader opens each new file
@@ -84,7 +87,8 @@ const HELP: Record<FlagName, string> = {
   "streaming-stall-timeout": "close an exec/attach/port-forward stream whose client reads nothing for this long (0 = never)",
   "runtime-request-timeout": "deadline of each Docker API request (Go duration, e.g. 2m)",
   "image-pull-progress-deadline": "abort a pull that reports no progress for this long",
-  "root-directory": "directory for cridock's checkpoints and netns handles (alias --cri-dockerd-root-directory)",
+  "root-directory": "directory for cridock's checkpoints and netns handles",
+  "cri-dockerd-root-directory": "cri-dockerd's root directory: pods with a cri-dockerd checkpoint there are taken over at start (\"\" = none)",
   "docker-log-max-size": "max-size of Docker's own json-file log per container, which cridock reads the CRI log from: output is lost only if cridock falls max-size × (max-file − 1) behind (down, or its log disk stalled); raise it for containers that log fast",
   "docker-log-max-file": "max-file of Docker's own json-file log per container (≥ 2 recommended: 1 makes Docker truncate in place)",
   "shutdown-grace-period": "how long SIGTERM waits for in-flight calls",
@@ -195,7 +199,6 @@ export function parseConfig(argv: string[]): ParseResult {
   const options: Record<string, { type: "string" | "boolean" }> = {
     help: { type: "boolean" },
     version: { type: "boolean" },
-    "cri-dockerd-root-directory": { type: "string" },
   };
   for (const flag of Object.keys(DEFAULTS)) options[flag] = { type: "string" };
   let values: Record<string, string | boolean | undefined>;
@@ -209,9 +212,16 @@ export function parseConfig(argv: string[]): ParseResult {
   if (values.version) return { kind: "version" };
 
   const get = (flag: FlagName): string => (values[flag] as string | undefined) ?? DEFAULTS[flag];
-  const root = (values["root-directory"] as string | undefined) ?? (values["cri-dockerd-root-directory"] as string | undefined) ?? DEFAULTS["root-directory"];
+  const root = get("root-directory");
   for (const [flag, value] of [["root-directory", root], ["cni-conf-dir", get("cni-conf-dir")], ["cni-cache-dir", get("cni-cache-dir")]] as const) {
     if (!value.startsWith("/")) throw new ConfigError(flag, `"${value}" must be an absolute path`);
+  }
+  const criDockerdRoot = get("cri-dockerd-root-directory");
+  if (criDockerdRoot && !criDockerdRoot.startsWith("/")) {
+    throw new ConfigError("cri-dockerd-root-directory", `"${criDockerdRoot}" must be an absolute path (or "" for none)`);
+  }
+  if (criDockerdRoot && criDockerdRoot.replace(/\/+$/, "") === root.replace(/\/+$/, "")) {
+    throw new ConfigError("cri-dockerd-root-directory", `"${criDockerdRoot}" is also --root-directory; give cridock a root of its own`);
   }
   const cniBinDirs = get("cni-bin-dir").split(",").map((d) => d.trim()).filter(Boolean);
   if (cniBinDirs.length === 0 || cniBinDirs.some((d) => !d.startsWith("/"))) {
@@ -256,6 +266,7 @@ export function parseConfig(argv: string[]): ParseResult {
       runtimeRequestTimeoutMs: durationFlag("runtime-request-timeout", get("runtime-request-timeout")),
       imagePullProgressDeadlineMs: durationFlag("image-pull-progress-deadline", get("image-pull-progress-deadline")),
       rootDirectory: root,
+      criDockerdRootDirectory: criDockerdRoot,
       dockerLogMaxSize: get("docker-log-max-size"),
       dockerLogMaxFile: intFlag("docker-log-max-file", get("docker-log-max-file"), 1, 100),
       shutdownGraceMs: durationFlag("shutdown-grace-period", get("shutdown-grace-period")),

@@ -19,9 +19,11 @@ import { CheckpointStore } from "./store/checkpoint.ts";
 import { SandboxManager } from "./runtime/sandbox/manager.ts";
 import type { SandboxRecord } from "./runtime/sandbox/record.ts";
 import { recoverSandboxes } from "./runtime/sandbox/recovery.ts";
+import { adoptCriDockerdSandboxes } from "./runtime/sandbox/adopt.ts";
 import { join } from "node:path";
 import { StatsService } from "./runtime/stats.ts";
 import { StatsCollector } from "./stats/collector.ts";
+import { PodMetricsService } from "./runtime/pod-metrics.ts";
 import { TYPE_LABEL } from "./runtime/labels.ts";
 import { describeCause } from "./errors.ts";
 import { ExecService } from "./runtime/exec/manager.ts";
@@ -101,8 +103,11 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   });
   // Log writers of containers that ran on while cridock was down pick up where they stopped.
   await containers.resumeLogs().catch((err) => log.error({ err }, "could not resume container log writers"));
+  // Pods cri-dockerd left running become cridock's (checkpoint, netns handle, IPs, CRI logs).
+  await adoptCriDockerdSandboxes({ docker, sandboxes, network, logs: logFollowers, criDockerdRoot: config.criDockerdRootDirectory, log });
 
   const stats = new StatsService(docker, new StatsCollector(), log.child({ component: "stats" }));
+  const podMetrics = new PodMetricsService(stats, docker, log.child({ component: "pod-metrics" }));
 
   const exec = new ExecService(docker, log);
   const portForwarder = new PortForwarder(sandboxes, log);
@@ -122,7 +127,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     logger: log,
     runtimeHandlers: metrics.handlers(
       "RuntimeService",
-      runtimeServiceRpcs({ status, sandboxes, stats, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
+      runtimeServiceRpcs({ status, sandboxes, stats, podMetrics, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
     ),
     imageHandlers: metrics.handlers("ImageService", imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() })),
   });

@@ -172,6 +172,7 @@ function resourcesToCri(r: spec.ResourceSpec): cri.LinuxContainerResources {
     oomScoreAdj: r.oomScoreAdj,
     cpusetCpus: r.cpusetCpus,
     cpusetMems: r.cpusetMems,
+    unified: { ...r.unified },
   };
 }
 

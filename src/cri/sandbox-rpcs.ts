@@ -1,7 +1,7 @@
 /**
  * RunPodSandbox, StopPodSandbox, RemovePodSandbox, PodSandboxStatus,
- * ListPodSandbox: CRI messages ⇄ the plain SandboxSpec / SandboxStatusInfo of
- * runtime/sandbox/manager.ts.
+ * ListPodSandbox, UpdatePodSandboxResources: CRI messages ⇄ the plain
+ * SandboxSpec / SandboxStatusInfo of runtime/sandbox/manager.ts.
  */
 import type { HandlerTable, CallContext } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
@@ -13,6 +13,8 @@ import type { SandboxSpec, SeccompSpec } from "../runtime/sandbox/spec.ts";
 import type { SandboxNamespaces, SandboxSummary } from "../runtime/sandbox/record.ts";
 import type { NamespaceMode as ViewNamespaceMode } from "../runtime/sandbox/view.ts";
 import type { PortProtocol } from "../network/plugin.ts";
+import { recordPodResources } from "../runtime/sandbox/pod-resources.ts";
+import type { LinuxResourcesRecord } from "../runtime/sandbox/record.ts";
 
 export interface SandboxRpcDeps {
   sandboxes: SandboxManager;
@@ -108,6 +110,24 @@ function toPodSandbox(s: SandboxSummary): cri.PodSandbox {
   };
 }
 
+/** LinuxContainerResources as JSON-safe data (int64 as decimal strings). */
+export function linuxResourcesRecord(r: cri.LinuxContainerResources | null | undefined): LinuxResourcesRecord | null {
+  if (!r) return null;
+  const n = (v: bigint | null | undefined) => (v ?? 0n).toString();
+  return {
+    cpuPeriod: n(r.cpuPeriod),
+    cpuQuota: n(r.cpuQuota),
+    cpuShares: n(r.cpuShares),
+    memoryLimitInBytes: n(r.memoryLimitInBytes),
+    memorySwapLimitInBytes: n(r.memorySwapLimitInBytes),
+    oomScoreAdj: n(r.oomScoreAdj),
+    cpusetCpus: r.cpusetCpus ?? "",
+    cpusetMems: r.cpusetMems ?? "",
+    hugepageLimits: (r.hugepageLimits ?? []).map((h) => ({ pageSize: h.pageSize ?? "", limit: n(h.limit) })),
+    unified: { ...(r.unified ?? {}) },
+  };
+}
+
 export function sandboxRpcs({ sandboxes }: SandboxRpcDeps): HandlerTable {
   const listPodSandboxes = async (f: cri.PodSandboxFilter | null | undefined): Promise<cri.PodSandbox[]> => {
     const items = await sandboxes.list({
@@ -147,6 +167,15 @@ export function sandboxRpcs({ sandboxes }: SandboxRpcDeps): HandlerTable {
         containersStatuses: [],
         timestamp: 0n,
       };
+    },
+
+    async UpdatePodSandboxResources(request: cri.UpdatePodSandboxResourcesRequest): Promise<cri.UpdatePodSandboxResourcesResponse> {
+      if (!request.podSandboxId) throw invalidArgument("pod_sandbox_id is required");
+      await recordPodResources(sandboxes, request.podSandboxId, {
+        overhead: linuxResourcesRecord(request.overhead),
+        resources: linuxResourcesRecord(request.resources),
+      });
+      return {};
     },
 
     async ListPodSandbox(request: cri.ListPodSandboxRequest): Promise<cri.ListPodSandboxResponse> {

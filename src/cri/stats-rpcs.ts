@@ -1,8 +1,7 @@
 /**
  * ContainerStats, ListContainerStats, PodSandboxStats, ListPodSandboxStats
- * and their streaming variants. The metrics RPCs (ListMetricDescriptors,
- * ListPodSandboxMetrics) stay UNIMPLEMENTED: kubelet and critest fall back
- * when they are.
+ * and their streaming variants. The metrics RPCs (cAdvisor-named series
+ * from the same collector) are in metrics-rpcs.ts.
  */
 import type { HandlerTable } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";

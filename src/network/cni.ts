@@ -15,6 +15,7 @@ import { findPlugin, loadNetworkConfig, parseNetworkConfig, type NetworkConfigLi
 import { execPlugin, pluginEnv, pluginStdin, podCniArgs, type CniCommand, type InvocationArgs } from "./invoke.ts";
 import type { NetworkReadiness, PodNetwork, PodNetworkAttachment, PodNetworkRequest } from "./plugin.ts";
 import { parseResult, podIps } from "./result.ts";
+import { resultFromAddresses } from "./pod-ips.ts";
 
 export interface CniNetworkOptions {
   confDir: string;
@@ -179,6 +180,36 @@ export class CniNetwork implements PodNetwork {
     const ips = podIps(result);
     this.log.debug({ sandboxId: request.sandboxId, network: list.name, ips }, "CNI ADD done");
     return { networkName: list.name, ips, result: prev };
+  }
+
+  async adopt(
+    request: PodNetworkRequest,
+    cniArgs: [string, string][],
+    createFrom: { addresses: string[] } | undefined,
+  ): Promise<{ networkName: string; result: unknown } | undefined> {
+    const found = await this.findCacheEntry(request.sandboxId);
+    if (found) {
+      // libcni's entry has what DEL needs; point it at our handle (the pid it names will go).
+      const netns = request.netnsPath || found.netns || "";
+      await this.cache.write({ ...found, netns, cniArgs: found.cniArgs ?? cniArgs, capabilityArgs: found.capabilityArgs ?? {} });
+      return { networkName: found.networkName, result: found.result ?? null };
+    }
+    if (!createFrom) return undefined;
+    const list = this.current;
+    if (!list) throw failedPrecondition(`cannot take over the network of pod sandbox ${request.sandboxId}: ${this.readiness().message}`);
+    await this.cache.write({
+      kind: "cniCacheV1",
+      containerId: request.sandboxId,
+      ifName: IFNAME,
+      networkName: list.name,
+      config: Buffer.from(list.bytes).toString("base64"),
+      cniArgs,
+      capabilityArgs: this.capabilityArgs(request),
+      netns: request.netnsPath,
+      result: resultFromAddresses(list.cniVersion, request.netnsPath, IFNAME, createFrom.addresses),
+    });
+    this.log.info({ sandboxId: request.sandboxId, network: list.name }, "no CNI cache entry for an adopted pod; DEL will use the current config");
+    return { networkName: list.name, result: null };
   }
 
   async tearDown(request: PodNetworkRequest): Promise<void> {

@@ -83,6 +83,18 @@ export interface PodNetwork extends NetworkReadinessSource {
   /** Idempotent: detaching a pod that is not (or no longer) attached succeeds. */
   tearDown(request: PodNetworkRequest): Promise<void>;
   close(): Promise<void>;
+  /**
+   * Takes over a pod another runtime attached (cri-dockerd): makes sure a
+   * DEL for it will find its network, config and CNI_ARGS (the ADD cache
+   * entry libcni wrote, else, when `createIfMissing`, one written now from
+   * the current config and `cniArgs`). CNI only. undefined: no entry.
+   */
+  adopt?(
+    request: PodNetworkRequest,
+    cniArgs: [string, string][],
+    /** Write an entry when there is none; the addresses seen in the namespace (CIDR form) give its result. */
+    createFrom: { addresses: string[] } | undefined,
+  ): Promise<{ networkName: string; result: unknown } | undefined>;
 }
 
 /** --network-plugin=no-op: Docker's default bridge; there is nothing to set up or tear down here. */

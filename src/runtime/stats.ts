@@ -15,6 +15,7 @@ import { type ContainerUsage, type PodNetworkUsage, StatsCollector, nanoNow } fr
 import { fromDockerLabels, matchesSelector, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "./labels.ts";
 import { findByIdOrPrefix, validateId } from "./lookup.ts";
 import { parseName } from "./naming.ts";
+import { dockerTimeToNanos } from "./sandbox/record.ts";
 
 export interface StatsFilter {
   id?: string;
@@ -31,6 +32,18 @@ export interface ContainerStatsView {
   usage: ContainerUsage;
   /** Filesystem the writable layer lives on (Docker's root directory). */
   layerMountpoint: string;
+  /** What the metrics RPCs label series with (cAdvisor's name, image) and read the cgroup through. */
+  process: ProcessIdentity;
+}
+
+export interface ProcessIdentity {
+  /** Docker's container name, without the leading slash. */
+  dockerName: string;
+  image: string;
+  /** Host pid of the init process; 0 when not running. */
+  pid: number;
+  /** ns since the epoch; 0 when never started. */
+  startedAt: bigint;
 }
 
 export interface PodStatsView {
@@ -44,12 +57,19 @@ export interface PodStatsView {
   usageNanoCores: bigint | undefined;
   network: PodNetworkUsage | undefined;
   containers: ContainerStatsView[];
+  /** The pause container on its own (the pod-level series of the metrics RPCs). */
+  pause: { process: ProcessIdentity; usage: ContainerUsage };
 }
 
 interface ProcessInfo {
   state: string;
   pid: number;
   upperDir: string | undefined;
+  startedAt: bigint;
+}
+
+function identity(summary: ContainerSummary, info: ProcessInfo): ProcessIdentity {
+  return { dockerName: (summary.Names[0] ?? "").replace(/^\//, ""), image: summary.Image, pid: info.pid, startedAt: info.startedAt };
 }
 
 export class StatsService {
@@ -119,6 +139,7 @@ export class StatsService {
       annotations: split.annotations,
       usage,
       layerMountpoint: this.dockerRoot,
+      process: identity(summary, info),
     };
   }
 
@@ -151,6 +172,7 @@ export class StatsService {
         : undefined,
       network,
       containers,
+      pause: { process: identity(sandbox, pauseInfo), usage: pause },
     };
   }
 
@@ -165,12 +187,13 @@ export class StatsService {
         state: summary.State,
         pid: inspect.State.Running ? inspect.State.Pid : 0,
         upperDir: driverData?.UpperDir,
+        startedAt: dockerTimeToNanos(inspect.State.StartedAt),
       };
       this.processes.set(summary.Id, info);
       return info;
     } catch (err) {
       this.log.debug({ err, container: summary.Id }, "container vanished while collecting stats");
-      return { state: summary.State, pid: 0, upperDir: undefined };
+      return { state: summary.State, pid: 0, upperDir: undefined, startedAt: 0n };
     }
   }
 

@@ -39,7 +39,7 @@ export class CgroupReader {
 
   /** `version` is detected from the mount unless given (tests point at a fake tree). */
   constructor(
-    private readonly root = "/sys/fs/cgroup",
+    readonly root = "/sys/fs/cgroup",
     private readonly proc = "/proc",
     version?: CgroupVersion,
   ) {

@@ -7,9 +7,13 @@ import { readFile } from "node:fs/promises";
 export interface InterfaceCounters {
   name: string;
   rxBytes: bigint;
+  rxPackets: bigint;
   rxErrors: bigint;
+  rxDropped: bigint;
   txBytes: bigint;
+  txPackets: bigint;
   txErrors: bigint;
+  txDropped: bigint;
 }
 
 /** Parses the /proc/net/dev table; loopback is left out (kubelet ignores it too). */
@@ -25,9 +29,13 @@ export function parseNetDev(text: string): InterfaceCounters[] {
     out.push({
       name,
       rxBytes: BigInt(fields[0]!),
+      rxPackets: BigInt(fields[1]!),
       rxErrors: BigInt(fields[2]!),
+      rxDropped: BigInt(fields[3]!),
       txBytes: BigInt(fields[8]!),
+      txPackets: BigInt(fields[9]!),
       txErrors: BigInt(fields[10]!),
+      txDropped: BigInt(fields[11]!),
     });
   }
   return out;

@@ -62,9 +62,12 @@ t.test("flags take both --flag=value and --flag value", async (t) => {
   t.equal(c.networkPlugin, "no-op");
 });
 
-t.test("--cri-dockerd-root-directory is an alias of --root-directory", async (t) => {
-  t.equal(config(["--cri-dockerd-root-directory=/srv/state"]).rootDirectory, "/srv/state");
-  t.equal(config(["--root-directory=/a", "--cri-dockerd-root-directory=/b"]).rootDirectory, "/a", "the new name wins");
+t.test("--cri-dockerd-root-directory is cri-dockerd's root (read for adoption), not cridock's", async (t) => {
+  t.equal(config([]).criDockerdRootDirectory, "/var/lib/cri-dockerd");
+  t.match(config(["--cri-dockerd-root-directory=/srv/state"]), { rootDirectory: "/var/lib/cridock", criDockerdRootDirectory: "/srv/state" });
+  t.equal(config(["--cri-dockerd-root-directory="]).criDockerdRootDirectory, "", "empty: take nothing over");
+  rejects(t, ["--cri-dockerd-root-directory=rel"], "cri-dockerd-root-directory", /absolute/);
+  rejects(t, ["--root-directory=/a", "--cri-dockerd-root-directory=/a/"], "cri-dockerd-root-directory", /root of its own/);
 });
 
 t.test("streaming bind address forms", async (t) => {

@@ -98,9 +98,11 @@ t.test("/proc/<pid>/net/dev leaves out loopback", async (t) => {
   const text = `Inter-|   Receive                                                |  Transmit
  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
     lo:     120       2    0    0    0     0          0         0      120       2    0    0    0     0       0          0
-  eth0:     400       4    1    0    0     0          0         0      300       3    2    0    0     0       0          0
+  eth0:     400       4    1    5    0     0          0         0      300       3    2    6    0     0       0          0
 `;
-  t.same(parseNetDev(text), [{ name: "eth0", rxBytes: 400n, rxErrors: 1n, txBytes: 300n, txErrors: 2n }]);
+  t.same(parseNetDev(text), [
+    { name: "eth0", rxBytes: 400n, rxPackets: 4n, rxErrors: 1n, rxDropped: 5n, txBytes: 300n, txPackets: 3n, txErrors: 2n, txDropped: 6n },
+  ]);
 });
 
 t.test("pod sums keep a limit only when every member has one", async (t) => {
@@ -119,6 +121,7 @@ t.test("CRI conversion: available = limit - working set; stopped containers have
     labels: { a: "b" },
     annotations: {},
     layerMountpoint: "/var/lib/docker",
+    process: { dockerName: "k8s_app_p_ns_u_1", image: "busybox", pid: 10, startedAt: 1n },
     usage: {
       timestamp: 5n,
       usageNanoCores: 7n,

@@ -17,7 +17,7 @@ import { KeyedMutex } from "../keyed-mutex.ts";
 import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
 import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
 import { containerName } from "../naming.ts";
-import { updateFor } from "./resources.ts";
+import { ContainerResizer } from "./resize.ts";
 import type { SandboxLookup } from "../sandbox/view.ts";
 
 export interface ImageResolver {
@@ -42,6 +42,7 @@ export class ContainerManager {
   private readonly log: Logger;
   /** Start, stop, remove and reopen of one container do not overlap. */
   private readonly locks = new KeyedMutex();
+  private readonly resizer: ContainerResizer;
   /**
    * The converted summary per container, reused while Docker reports the
    * same summary (a container's labels never change; its state, name and
@@ -52,6 +53,7 @@ export class ContainerManager {
   constructor(private readonly options: ContainerManagerOptions) {
     this.docker = options.docker;
     this.log = options.log.child({ component: "containers" });
+    this.resizer = new ContainerResizer(options.docker);
   }
 
   async create(sandboxId: string, spec: ContainerSpec): Promise<string> {
@@ -153,7 +155,10 @@ export class ContainerManager {
   async status(id: string): Promise<ContainerInfo> {
     const c = await this.mustFind(id);
     const info = containerInfo(c);
-    if (info.state === "running") info.user = await processUser(c.State.Pid);
+    if (info.state === "running") {
+      info.user = await processUser(c.State.Pid);
+      info.resources = await this.resizer.inForce(c);
+    }
     if (info.state === "exited" && this.options.logs.isFollowing(c.Id)) await this.logsDrained(c.Id);
     return info;
   }
@@ -212,13 +217,7 @@ export class ContainerManager {
 
   async updateResources(id: string, resources: ResourceSpec): Promise<void> {
     const c = await this.mustFind(id);
-    const update = updateFor(resources, c.HostConfig);
-    if (Object.keys(update).length === 0) return;
-    try {
-      await this.docker.updateContainer(c.Id, update);
-    } catch (err) {
-      throw withContext(`updating the resources of container ${id}`, err, "UNKNOWN");
-    }
+    await this.locks.run(c.Id, () => this.resizer.update(c, resources));
   }
 
   /** Kubelet renamed the log file; the next line goes to a new file at the same path. */

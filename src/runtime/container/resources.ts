@@ -4,12 +4,19 @@
  * Memory without a swap limit means no swap (swap limit = memory), which is
  * what kubelet's default NoSwap behaviour expects; Docker alone would allow
  * as much swap again. Hugepage limits of 0 (kubelet sends one per page size)
- * are accepted; real hugepage limits and cgroup v2 `unified` settings have no
- * Docker equivalent and are refused by name.
+ * are accepted; real hugepage limits have no Docker equivalent and are
+ * refused by name. Of the cgroup v2 `unified` settings, `pids.max` maps to
+ * Docker's PidsLimit (CRI has no field of its own for it); the others are
+ * refused by name.
  */
 import type { HostConfig, Resources } from "../../docker/types.ts";
 import { invalidArgument, unimplemented } from "../../errors.ts";
+import type { CgroupLimits } from "../../stats/cgroup-limits.ts";
 import type { ResourceSpec } from "./spec.ts";
+
+/** `unified` keys Docker can carry out, and the HostConfig field each sets. */
+const PIDS_MAX = "pids.max";
+const SUPPORTED_UNIFIED = new Set([PIDS_MAX]);
 
 export const EMPTY_RESOURCES: ResourceSpec = {
   cpuPeriod: 0n,
@@ -44,8 +51,12 @@ export function validateResources(r: ResourceSpec): void {
   if (hugepages.length > 0) {
     throw unimplemented(`hugepage_limits (${hugepages.map((h) => h.pageSize).join(", ")}) cannot be set through Docker`);
   }
-  const unified = Object.keys(r.unified);
+  const unified = Object.keys(r.unified).filter((k) => !SUPPORTED_UNIFIED.has(k));
   if (unified.length > 0) throw unimplemented(`unified cgroup settings (${unified.join(", ")}) cannot be set through Docker`);
+  const pids = r.unified[PIDS_MAX];
+  if (pids !== undefined && pids !== "max" && !/^[1-9]\d{0,17}$/.test(pids)) {
+    throw invalidArgument(`unified ${PIDS_MAX} "${pids}" is neither "max" nor a positive number`);
+  }
 }
 
 /** Docker resources for create and update (oom_score_adj is set separately: update cannot change it). */
@@ -62,6 +73,9 @@ export function dockerResources(r: ResourceSpec): Resources {
   }
   if (r.cpusetCpus) out.CpusetCpus = r.cpusetCpus;
   if (r.cpusetMems) out.CpusetMems = r.cpusetMems;
+  const pids = r.unified[PIDS_MAX];
+  // Docker: -1 is unlimited (0 leaves the limit unchanged on update).
+  if (pids !== undefined) out.PidsLimit = pids === "max" ? -1 : Number(pids);
   return out;
 }
 
@@ -78,7 +92,35 @@ export function resourcesFromHostConfig(h: HostConfig | undefined): ResourceSpec
     oomScoreAdj: BigInt(h.OomScoreAdj ?? 0),
     cpusetCpus: h.CpusetCpus ?? "",
     cpusetMems: h.CpusetMems ?? "",
+    unified: (h.PidsLimit ?? 0) > 0 ? { [PIDS_MAX]: String(h.PidsLimit) } : {},
   };
+}
+
+/**
+ * The resources in force: Docker's record, overridden by what the cgroup
+ * enforces (the kernel may round, and an update that failed half-way shows
+ * here). Cpusets are reported only when one was set (else the cgroup lists
+ * every CPU of the node, which is not a limit).
+ */
+export function resourcesInForce(fromDocker: ResourceSpec, limits: CgroupLimits | undefined): ResourceSpec {
+  if (!limits) return fromDocker;
+  const out: ResourceSpec = { ...fromDocker, unified: { ...fromDocker.unified } };
+  // cgroup v2 stores a weight: keep Docker's shares when they map to the same weight.
+  if (limits.cpuShares > 0n && !sameWeight(fromDocker.cpuShares, limits.cpuShares)) out.cpuShares = limits.cpuShares;
+  out.cpuQuota = limits.cpuQuota === 0n && fromDocker.cpuQuota < 0n ? fromDocker.cpuQuota : limits.cpuQuota;
+  if (limits.cpuPeriod > 0n) out.cpuPeriod = limits.cpuPeriod;
+  out.memoryLimitInBytes = limits.memoryLimit;
+  if (fromDocker.cpusetCpus && limits.cpusetCpus) out.cpusetCpus = limits.cpusetCpus;
+  if (fromDocker.cpusetMems && limits.cpusetMems) out.cpusetMems = limits.cpusetMems;
+  if (limits.pidsLimit > 0n) out.unified[PIDS_MAX] = String(limits.pidsLimit);
+  else delete out.unified[PIDS_MAX];
+  return out;
+}
+
+function sameWeight(dockerShares: bigint, cgroupShares: bigint): boolean {
+  if (dockerShares === cgroupShares) return true;
+  const weight = (s: bigint) => 1n + ((s - 2n) * 9999n) / 262142n;
+  return dockerShares >= 2n && weight(dockerShares) === weight(cgroupShares);
 }
 
 /**

@@ -55,6 +55,8 @@ export async function sandboxStatus(docker: DockerClient, { id, container, recor
       runtimeHandler: record?.spec.runtimeHandler ?? inspect?.HostConfig.Runtime ?? "",
       network: record ? { kind: record.networkKind, phase: record.network.phase, name: record.network.name, result: record.network.result } : null,
       config: record?.spec ?? null,
+      podResources: record?.podResources ?? null,
+      adoptedFrom: record?.adoptedFrom ?? null,
       image: inspect?.Config.Image ?? container?.Image ?? "",
     },
   };

@@ -26,6 +26,20 @@ export interface SandboxRecord {
   /** Persistent netns handle; "" until pinned. */
   netnsPath: string;
   network: { phase: NetworkPhase; name: string; ips: string[]; result: unknown };
+  /** Pod-level resources last sent by UpdatePodSandboxResources (recorded; kubelet owns the pod cgroup). */
+  podResources?: PodResourcesRecord;
+  /** Set when the sandbox was created by cri-dockerd and taken over at start-up. */
+  adoptedFrom?: "cri-dockerd";
+}
+
+/** LinuxContainerResources as JSON: integers as decimal strings (JSON has no int64). */
+export type LinuxResourcesRecord = Record<string, string | Record<string, string> | { pageSize: string; limit: string }[]>;
+
+export interface PodResourcesRecord {
+  overhead: LinuxResourcesRecord | null;
+  resources: LinuxResourcesRecord | null;
+  /** ns since the epoch, decimal. */
+  updatedAt: string;
 }
 
 export interface SandboxMetadata {

@@ -1,0 +1,105 @@
+/**
+ * The resource limits in force for a process, read from its cgroup (v1 or
+ * v2), so ContainerStatus reports what the kernel enforces after an
+ * in-place resize rather than what was asked for. Values use CRI's
+ * conventions: 0 means "no limit / not set".
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { CgroupReader } from "./cgroups.ts";
+
+/** cgroup v1 reports "no limit" as a value at or above the largest page-aligned int64. */
+const V1_UNLIMITED = 0x7ffffffffffff000n;
+
+export interface CgroupLimits {
+  cpuShares: bigint;
+  /** CFS quota in µs per period; 0 when unlimited. */
+  cpuQuota: bigint;
+  cpuPeriod: bigint;
+  /** Bytes; 0 when unlimited. */
+  memoryLimit: bigint;
+  cpusetCpus: string;
+  cpusetMems: string;
+  /** 0 when unlimited or the pids controller is absent. */
+  pidsLimit: bigint;
+}
+
+async function text(path: string): Promise<string | undefined> {
+  try {
+    return (await readFile(path, "utf8")).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+function int(value: string | undefined): bigint | undefined {
+  return value !== undefined && /^-?\d+$/.test(value) ? BigInt(value) : undefined;
+}
+
+/** cgroup v2 cpu.weight (1..10000) from CPU shares (2..262144), as runc converts it. */
+export function sharesToWeight(shares: bigint): bigint {
+  if (shares === 0n) return 0n;
+  return 1n + ((shares - 2n) * 9999n) / 262142n;
+}
+
+/** The smallest shares value that runc turns into this weight. */
+export function weightToShares(weight: bigint): bigint {
+  if (weight <= 0n) return 0n;
+  let shares = 2n + ((weight - 1n) * 262142n + 9998n) / 9999n;
+  while (shares > 2n && sharesToWeight(shares - 1n) === weight) shares--;
+  return shares;
+}
+
+/** Parses v2 cpu.max ("max 100000" or "50000 100000"). */
+export function parseCpuMax(value: string): { quota: bigint; period: bigint } {
+  const [quota, period] = value.split(/\s+/);
+  return { quota: quota === "max" ? 0n : (int(quota) ?? 0n), period: int(period) ?? 0n };
+}
+
+/** The limits of the cgroup `pid` is in; undefined when the process is gone. */
+export async function readCgroupLimits(reader: CgroupReader, pid: number): Promise<CgroupLimits | undefined> {
+  let paths: Map<string, string>;
+  try {
+    paths = await reader.cgroupPaths(pid);
+  } catch {
+    return undefined;
+  }
+  const root = reader.root;
+  if ((await reader.cgroupVersion()) === 2) {
+    const dir = join(root, paths.get("") ?? "/");
+    const [weight, cpuMax, memMax, cpus, mems, pids] = await Promise.all(
+      ["cpu.weight", "cpu.max", "memory.max", "cpuset.cpus", "cpuset.mems", "pids.max"].map((f) => text(join(dir, f))),
+    );
+    const max = cpuMax ? parseCpuMax(cpuMax) : { quota: 0n, period: 0n };
+    return {
+      cpuShares: weightToShares(int(weight) ?? 0n),
+      cpuQuota: max.quota,
+      cpuPeriod: max.period,
+      memoryLimit: memMax === "max" ? 0n : (int(memMax) ?? 0n),
+      cpusetCpus: cpus ?? "",
+      cpusetMems: mems ?? "",
+      pidsLimit: pids === "max" ? 0n : (int(pids) ?? 0n),
+    };
+  }
+  const dir = (controller: string) => join(root, controller, paths.get(controller) ?? "/");
+  const [shares, quota, period, memLimit, cpus, mems, pids] = await Promise.all([
+    text(join(dir("cpu"), "cpu.shares")),
+    text(join(dir("cpu"), "cpu.cfs_quota_us")),
+    text(join(dir("cpu"), "cpu.cfs_period_us")),
+    text(join(dir("memory"), "memory.limit_in_bytes")),
+    text(join(dir("cpuset"), "cpuset.cpus")),
+    text(join(dir("cpuset"), "cpuset.mems")),
+    paths.has("pids") ? text(join(dir("pids"), "pids.max")) : undefined,
+  ]);
+  const q = int(quota) ?? -1n;
+  const m = int(memLimit) ?? 0n;
+  return {
+    cpuShares: int(shares) ?? 0n,
+    cpuQuota: q < 0n ? 0n : q,
+    cpuPeriod: int(period) ?? 0n,
+    memoryLimit: m >= V1_UNLIMITED ? 0n : m,
+    cpusetCpus: cpus ?? "",
+    cpusetMems: mems ?? "",
+    pidsLimit: pids === "max" ? 0n : (int(pids) ?? 0n),
+  };
+}
