@@ -238,7 +238,8 @@ export class ExecService {
 
   /** The exit code, once Docker has recorded it (it may lag the end of the output by a moment). */
   private async exitCode(execId: string, timer?: StepTimer): Promise<number> {
-    let delay = 5;
+    // Docker may clear Running a moment after the output ends: ask again soon, then back off.
+    let delay = 1;
     const deadline = Date.now() + 10_000;
     for (;;) {
       const info = await timed(timer, "docker.exec.inspect", () => this.docker.execInspect(execId));
