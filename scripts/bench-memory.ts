@@ -6,7 +6,7 @@
  * Each is a fresh process on its own socket and root; the pods are removed
  * afterwards.
  *
- *   tsx scripts/bench-memory.ts [--pods 100] [--idle-seconds 5] [--compare <bin/cridock.js>]
+ *   tsx scripts/bench-memory.ts [--pods 100] [--idle-seconds 5] [--compare <bin/cridock.js>] [--without-tsx]
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -15,7 +15,12 @@ import { startCridockProcess, type CridockProcessOptions } from "../test/helpers
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
 
 const { values } = parseArgs({
-  options: { pods: { type: "string", default: "100" }, "idle-seconds": { type: "string", default: "5" }, compare: { type: "string" } },
+  options: {
+    pods: { type: "string", default: "100" },
+    "idle-seconds": { type: "string", default: "5" },
+    compare: { type: "string" },
+    "without-tsx": { type: "boolean", default: false },
+  },
 });
 const pods = Number(values.pods);
 const idleMs = Number(values["idle-seconds"]) * 1000;
@@ -30,7 +35,7 @@ async function memory(pid: number): Promise<{ rss: number; hwm: number }> {
 const cni = await makeCniConfDir({ bridge: "cridock-mem0", subnet: "10.93.0.0/22", networkName: "cridock-mem" });
 const arms: { name: string; options: CridockProcessOptions }[] = [
   { name: "bundle (dist/cridock.js)", options: {} },
-  { name: "sources through tsx", options: { env: { CRIDOCK_FROM_SOURCE: "1" } } },
+  ...(values["without-tsx"] ? [] : [{ name: "sources through tsx", options: { env: { CRIDOCK_FROM_SOURCE: "1" } } }]),
   ...(values.compare ? [{ name: `compare (${values.compare})`, options: { entry: values.compare } }] : []),
 ];
 try {
