@@ -11,6 +11,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { spawnSync } from "node:child_process";
 import { startCridockProcess, type CridockProcessOptions } from "../test/helpers/cridock-process.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
 
@@ -73,4 +74,6 @@ try {
   }
 } finally {
   await cni.cleanup();
+  // The bridge the plugin made for this benchmark's network goes too.
+  spawnSync("ip", ["link", "delete", "cridock-mem0"], { stdio: "ignore" });
 }

@@ -15,6 +15,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { spawnSync } from "node:child_process";
 import { DECODE_OPTIONS, criRoot } from "../src/cri/proto.ts";
 import { sandboxSpecFromCri } from "../src/cri/sandbox-rpcs.ts";
 import type { RunPodSandboxRequest } from "../src/cri/proto-types.ts";
@@ -123,5 +124,7 @@ try {
   for (const c of started) await c.stop();
   await docker.close();
   await cni.cleanup();
+  // The bridge the plugin made for this benchmark's network goes too.
+  spawnSync("ip", ["link", "delete", "cridock-bench0"], { stdio: "ignore" });
   await rm(scratch, { recursive: true, force: true });
 }
