@@ -28,7 +28,8 @@ const { values } = parseArgs({
 const ROUNDS = Number(values.rounds);
 const MIB = Number(values.mib);
 
-const docker = new DockerClient({ endpoint: "unix:///var/run/docker.sock", requestTimeoutMs: 120_000, logger: silentLogger });
+const DOCKER_ENDPOINT = process.env.CRIDOCK_TEST_DOCKER_ENDPOINT ?? "unix:///var/run/docker.sock";
+const docker = new DockerClient({ endpoint: DOCKER_ENDPOINT, requestTimeoutMs: 120_000, logger: silentLogger });
 
 
 /** What a client of the Engine API does for one ExecSync. */
@@ -81,7 +82,7 @@ async function stopPod(cridock: CridockProcess, podSandboxId: string): Promise<v
 }
 
 async function main() {
-  const flags = ["--network-plugin=no-op", `--pod-infra-container-image=${PAUSE_IMAGE}`];
+  const flags = [`--docker-endpoint=${DOCKER_ENDPOINT}`, "--network-plugin=no-op", `--pod-infra-container-image=${PAUSE_IMAGE}`];
   const cridock = await startCridockProcess({ flags });
   const client = cridock.client;
   const other = values.compare ? await startCridockProcess({ flags, entry: values.compare }) : undefined;

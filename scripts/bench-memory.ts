@@ -43,7 +43,7 @@ try {
   for (const arm of arms) {
     const cridock = await startCridockProcess({
       ...arm.options,
-      flags: [`--pod-infra-container-image=${PAUSE_IMAGE}`, "--network-plugin=cni", `--cni-conf-dir=${cni.dir}`, `--cni-bin-dir=${CNI_BIN_DIR}`, `--cni-cache-dir=${join(cni.dir, "cache")}`],
+      flags: [`--docker-endpoint=${process.env.CRIDOCK_TEST_DOCKER_ENDPOINT ?? "unix:///var/run/docker.sock"}`, `--pod-infra-container-image=${PAUSE_IMAGE}`, "--network-plugin=cni", `--cni-conf-dir=${cni.dir}`, `--cni-bin-dir=${CNI_BIN_DIR}`, `--cni-cache-dir=${join(cni.dir, "cache")}`],
     });
     const ids: string[] = [];
     try {

@@ -8,7 +8,7 @@
  * each arm spawned per cycle (cridock's from its step timer's debug lines).
  *
  *   tsx scripts/bench-sandbox.ts [--rounds 15] [--compare <other tree's bin/cridock.js>]
- * (needs scripts/env-setup.sh). --compare adds a second cridock, e.g. the
+ * (needs scripts/env-setup.sh; CRIDOCK_TEST_DOCKER_ENDPOINT picks the engine). --compare adds a second cridock, e.g. the
  * main branch checked out elsewhere, measured in the same rounds.
  */
 import { mkdtemp, rm } from "node:fs/promises";
@@ -32,14 +32,15 @@ const { values } = parseArgs({ options: { rounds: { type: "string", default: "15
 const rounds = Number(values.rounds);
 const cni = await makeCniConfDir({ bridge: "cridock-bench0", subnet: "10.92.0.0/24", networkName: "cridock-bench" });
 const scratch = await mkdtemp(join(tmpdir(), "cridock-bench-"));
-const docker = new DockerClient({ endpoint: "unix:///var/run/docker.sock", requestTimeoutMs: 60_000, logger: silentLogger });
+const DOCKER_ENDPOINT = process.env.CRIDOCK_TEST_DOCKER_ENDPOINT ?? "unix:///var/run/docker.sock";
+const docker = new DockerClient({ endpoint: DOCKER_ENDPOINT, requestTimeoutMs: 60_000, logger: silentLogger });
 const { config: list } = await loadNetworkConfig(cni.dir, [CNI_BIN_DIR]);
 if (!list) throw new Error("the bench CNI config did not load");
 const binaries = new Map<string, string>();
 for (const plugin of list.plugins) binaries.set(plugin.type, (await findPlugin(plugin.type, [CNI_BIN_DIR]))!);
 
 function flags(cache: string, level = "info"): string[] {
-  return [`--pod-infra-container-image=${PAUSE_IMAGE}`, "--network-plugin=cni", `--cni-conf-dir=${cni.dir}`, `--cni-bin-dir=${CNI_BIN_DIR}`, `--cni-cache-dir=${join(scratch, cache)}`, `--log-level=${level}`];
+  return [`--docker-endpoint=${DOCKER_ENDPOINT}`, `--pod-infra-container-image=${PAUSE_IMAGE}`, "--network-plugin=cni", `--cni-conf-dir=${cni.dir}`, `--cni-bin-dir=${CNI_BIN_DIR}`, `--cni-cache-dir=${join(scratch, cache)}`, `--log-level=${level}`];
 }
 
 const podConfig = (tag: string, i: number) => ({ metadata: { name: `bench-${tag}-${i}`, namespace: "bench", uid: `bench-${tag}-uid-${i}`, attempt: 0 }, linux: {} });
