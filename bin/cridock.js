@@ -1,7 +1,39 @@
 #!/usr/bin/env node
-// Runs cridock's TypeScript sources through tsx: there is no build step.
-import { register } from "tsx/esm/api";
+// Runs cridock on Node. With the prebuilt bundle dist/cridock.js present (scripts/build.ts; npm's
+// prepack builds it) and not older than the sources, it runs that: it starts faster and takes less
+// memory than transpiling the sources. Otherwise (development, or CRIDOCK_FROM_SOURCE=1) it runs the
+// TypeScript sources through tsx, with no build step.
+import { readdirSync, statSync } from "node:fs";
 
-register();
-const { main } = await import("../src/main.ts");
+const root = new URL("../", import.meta.url);
+
+/** Newest modification time under `dir` (sources and the proto the bundle reads). */
+function newest(dir) {
+  let latest = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = new URL(entry.name + (entry.isDirectory() ? "/" : ""), dir);
+    latest = Math.max(latest, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs);
+  }
+  return latest;
+}
+
+function bundleIsCurrent() {
+  if (process.env.CRIDOCK_FROM_SOURCE === "1") return false;
+  let built;
+  try {
+    built = statSync(new URL("dist/cridock.js", root)).mtimeMs;
+  } catch {
+    return false;
+  }
+  return built >= newest(new URL("src/", root));
+}
+
+let main;
+if (bundleIsCurrent()) {
+  ({ main } = await import("../dist/cridock.js"));
+} else {
+  const { register } = await import("tsx/esm/api");
+  register();
+  ({ main } = await import("../src/main.ts"));
+}
 process.exit(await main(process.argv.slice(2)));

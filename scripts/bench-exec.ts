@@ -1,35 +1,36 @@
 /**
- * Benchmark: ExecSync through cridock against the same Docker calls issued
- * directly (exec create, start with the hijacked stream read to its end,
- * inspect for the exit code), interleaved in one run; prints both medians and
- * their ratio. Then exec stream throughput: `crictl exec` (SPDY and
+ * Benchmark: ExecSync through cridock against the floor, the Docker calls
+ * any dockershim needs (exec create, start with the hijacked stream read to
+ * its end, inspect for the exit code), interleaved in one run; prints both
+ * medians, their ratio and the processes spawned per call. --compare adds a
+ * second cridock (another tree's bin/cridock.js) to the same rounds. Then
+ * exec stream throughput (skipped with --mib 0): `crictl exec` (SPDY and
  * WebSocket) reading N MiB of stdout, against the same bytes read straight
  * from Docker's exec stream.
  *
- *   npx tsx scripts/bench-exec.ts [--rounds 200] [--mib 512]
+ *   npx tsx scripts/bench-exec.ts [--rounds 200] [--mib 512] [--compare <bin/cridock.js>]
  */
 import { spawn } from "node:child_process";
 import { parseArgs } from "node:util";
 import { DockerClient } from "../src/docker/client.ts";
 import { silentLogger } from "../src/log.ts";
-import { startCridockProcess } from "../test/helpers/cridock-process.ts";
+import { startCridockProcess, type CridockProcess } from "../test/helpers/cridock-process.ts";
+import { median, spawnedPerOperation, stepBreakdown } from "./lib/bench-stats.ts";
 import { BUSYBOX_IMAGE, CRICTL, PAUSE_IMAGE } from "../test/helpers/env.ts";
 
 const { values } = parseArgs({
   options: {
     rounds: { type: "string", default: "200" },
     mib: { type: "string", default: "512" },
+    compare: { type: "string" },
   },
 });
 const ROUNDS = Number(values.rounds);
 const MIB = Number(values.mib);
 
-const docker = new DockerClient({ endpoint: "unix:///var/run/docker.sock", requestTimeoutMs: 120_000, logger: silentLogger });
+const DOCKER_ENDPOINT = process.env.CRIDOCK_TEST_DOCKER_ENDPOINT ?? "unix:///var/run/docker.sock";
+const docker = new DockerClient({ endpoint: DOCKER_ENDPOINT, requestTimeoutMs: 120_000, logger: silentLogger });
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
 
 /** What a client of the Engine API does for one ExecSync. */
 async function directExec(containerId: string, cmd: string[]): Promise<number> {
@@ -60,40 +61,74 @@ function countOutput(command: string, args: string[]): Promise<[number, number]>
   });
 }
 
-async function main() {
-  const cridock = await startCridockProcess({ flags: ["--network-plugin=no-op", `--pod-infra-container-image=${PAUSE_IMAGE}`] });
+/** A running pod with one long-running busybox container; returns its ids. */
+async function startPod(cridock: CridockProcess, tag: string): Promise<{ podSandboxId: string; containerId: string }> {
   const client = cridock.client;
-  let podSandboxId = "";
-  try {
-    await client.imageCall("PullImage", { image: { image: BUSYBOX_IMAGE } });
-    const podConfig = { metadata: { name: "bench-exec", namespace: "bench", uid: `bench-exec-${process.pid}`, attempt: 0 }, linux: {} };
-    ({ podSandboxId } = await client.call("RunPodSandbox", { config: podConfig }));
-    const { containerId } = await client.call("CreateContainer", {
-      podSandboxId,
-      config: { metadata: { name: "bench" }, image: { image: BUSYBOX_IMAGE }, command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], linux: {} },
-      sandboxConfig: podConfig,
-    });
-    await client.call("StartContainer", { containerId });
-    const cmd = ["echo", "-n", "hello"];
+  await client.imageCall("PullImage", { image: { image: BUSYBOX_IMAGE } });
+  const podConfig = { metadata: { name: `bench-exec-${tag}`, namespace: "bench", uid: `bench-exec-${tag}-${process.pid}`, attempt: 0 }, linux: {} };
+  const { podSandboxId } = await client.call("RunPodSandbox", { config: podConfig });
+  const { containerId } = await client.call("CreateContainer", {
+    podSandboxId,
+    config: { metadata: { name: "bench" }, image: { image: BUSYBOX_IMAGE }, command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"], linux: {} },
+    sandboxConfig: podConfig,
+  });
+  await client.call("StartContainer", { containerId });
+  return { podSandboxId, containerId };
+}
 
-    // Warm up both paths (connections, API version negotiation, caches).
-    for (let i = 0; i < 10; i++) {
-      await client.call("ExecSync", { containerId, cmd, timeout: 10 });
-      await directExec(containerId, cmd);
-    }
-    const viaCridock: number[] = [];
-    const viaDocker: number[] = [];
+async function stopPod(cridock: CridockProcess, podSandboxId: string): Promise<void> {
+  await cridock.client.call("StopPodSandbox", { podSandboxId }).catch(() => undefined);
+  await cridock.client.call("RemovePodSandbox", { podSandboxId }).catch(() => undefined);
+}
+
+async function main() {
+  const flags = [`--docker-endpoint=${DOCKER_ENDPOINT}`, "--network-plugin=no-op", `--pod-infra-container-image=${PAUSE_IMAGE}`];
+  const cridock = await startCridockProcess({ flags });
+  const client = cridock.client;
+  const other = values.compare ? await startCridockProcess({ flags, entry: values.compare }) : undefined;
+  let podSandboxId = "";
+  let otherPod: { podSandboxId: string; containerId: string } | undefined;
+  try {
+    let containerId: string;
+    ({ podSandboxId, containerId } = await startPod(cridock, "self"));
+    if (other) otherPod = await startPod(other, "other");
+    const cmd = ["echo", "-n", "hello"];
+    const arms: { name: string; run: () => Promise<unknown>; times: number[] }[] = [
+      { name: "cridock", run: () => client.call("ExecSync", { containerId, cmd, timeout: 10 }), times: [] },
+      ...(other && otherPod ? [{ name: `compare (${values.compare})`, run: () => other.client.call("ExecSync", { containerId: otherPod!.containerId, cmd, timeout: 10 }), times: [] }] : []),
+      { name: "floor", run: () => directExec(containerId, cmd), times: [] },
+    ];
+
+    // Warm up every path (connections, API version negotiation, caches).
+    for (let i = 0; i < 10; i++) for (const arm of arms) await arm.run();
     for (let i = 0; i < ROUNDS; i++) {
-      let t0 = performance.now();
-      await client.call("ExecSync", { containerId, cmd, timeout: 10 });
-      viaCridock.push(performance.now() - t0);
-      t0 = performance.now();
-      await directExec(containerId, cmd);
-      viaDocker.push(performance.now() - t0);
+      for (let k = 0; k < arms.length; k++) {
+        const arm = arms[(i + k) % arms.length]!;
+        const t0 = performance.now();
+        await arm.run();
+        arm.times.push(performance.now() - t0);
+      }
     }
-    const c = median(viaCridock);
-    const d = median(viaDocker);
-    console.log(`ExecSync x${ROUNDS}: cridock median ${c.toFixed(2)} ms, direct Docker exec create/start/inspect median ${d.toFixed(2)} ms, ratio ${(c / d).toFixed(2)} (target <= 1.2)`);
+    const floorMedian = median(arms.at(-1)!.times);
+    console.log(`ExecSync \`echo -n hello\`, ${ROUNDS} interleaved rounds (medians; floor = exec create, start, inspect):`);
+    for (const arm of arms) console.log(`  ${arm.name.padEnd(12)} ${median(arm.times).toFixed(2)} ms  ${(median(arm.times) / floorMedian).toFixed(3)} x floor`);
+
+    // Processes and steps per call, from a debug-level instance's step timer.
+    const counter = await startCridockProcess({ flags: [...flags, "--log-level=debug"] });
+    try {
+      const pod = await startPod(counter, "count");
+      for (let i = 0; i < 5; i++) await counter.client.call("ExecSync", { containerId: pod.containerId, cmd, timeout: 10 });
+      const from = counter.logs().length;
+      for (let i = 0; i < 20; i++) await counter.client.call("ExecSync", { containerId: pod.containerId, cmd, timeout: 10 });
+      const log = counter.logs().slice(from);
+      console.log(`  processes spawned per ExecSync: cridock ${(spawnedPerOperation(log).ExecSync ?? 0) / 20}, floor 0`);
+      const b = stepBreakdown(log).ExecSync;
+      if (b) console.log(`  cridock ExecSync steps (medians over 20 calls at debug level, ms): total ${b.totalMs}, ${JSON.stringify(b.steps)}`);
+      await stopPod(counter, pod.podSandboxId);
+    } finally {
+      await counter.stop();
+    }
+    if (MIB <= 0) return;
 
     const bytes = MIB * 1024 * 1024;
     const producer = ["head", "-c", String(bytes), "/dev/zero"];
@@ -107,11 +142,10 @@ async function main() {
       console.log(`exec stream, crictl over cridock (${transport}): ${MIB} MiB in ${sec.toFixed(2)} s = ${(bytes / 1e6 / sec).toFixed(0)} MB/s (target >= 200), ${(directSec / sec).toFixed(2)}x direct`);
     }
   } finally {
-    if (podSandboxId) {
-      await client.call("StopPodSandbox", { podSandboxId }).catch(() => undefined);
-      await client.call("RemovePodSandbox", { podSandboxId }).catch(() => undefined);
-    }
+    if (podSandboxId) await stopPod(cridock, podSandboxId);
+    if (other && otherPod) await stopPod(other, otherPod.podSandboxId);
     await cridock.stop();
+    await other?.stop();
     await docker.close();
   }
 }

@@ -10,7 +10,11 @@ import { readFileSync } from "node:fs";
 import protobuf from "protobufjs";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 
-export const PROTO_PATH = new URL("../../proto/runtime/v1/api.proto", import.meta.url);
+/** true inside the prebuilt bundle (scripts/build.ts defines it), which lives in dist/, one folder below the package root. */
+declare const CRIDOCK_BUNDLE: boolean | undefined;
+const BUNDLED = typeof CRIDOCK_BUNDLE !== "undefined" && CRIDOCK_BUNDLE;
+
+export const PROTO_PATH = new URL(BUNDLED ? "../proto/runtime/v1/api.proto" : "../../proto/runtime/v1/api.proto", import.meta.url);
 
 export const DECODE_OPTIONS: protobuf.IConversionOptions = {
   longs: BigInt as unknown as protobuf.IConversionOptions["longs"],

@@ -54,3 +54,8 @@ export function errorMessageOf(text: string): string {
   }
   return text.trim();
 }
+
+/** A 404 that is about the image ("No such image: …", as a container create answers when the image is absent). */
+export function isNoSuchImage(err: unknown): boolean {
+  return err instanceof DockerError && err.statusCode === 404 && /image/i.test(err.dockerMessage);
+}

@@ -2,8 +2,10 @@
  * Pod networking through CNI plugins. The network config is (re)loaded from
  * --cni-conf-dir every few seconds; NetworkReady stays false, with the
  * reason, until a valid one is loaded. setUp brings the pod's loopback up
- * and runs ADD through the config's plugin list; tearDown runs DEL in
- * reverse with the config and args cached at ADD time.
+ * (running the loopback plugin only when the namespace's lo is not already
+ * up with 127.0.0.1, as Docker's network mode none leaves it) and runs ADD
+ * through the config's plugin list; tearDown runs DEL in reverse with the
+ * config and args cached at ADD time.
  */
 import { readdir } from "node:fs/promises";
 import process from "node:process";
@@ -14,8 +16,10 @@ import { CniCache, type CacheEntry } from "./cache.ts";
 import { findPlugin, loadNetworkConfig, parseNetworkConfig, type NetworkConfigList, type PluginConf } from "./conf.ts";
 import { execPlugin, pluginEnv, pluginStdin, podCniArgs, type CniCommand, type InvocationArgs } from "./invoke.ts";
 import type { NetworkReadiness, PodNetwork, PodNetworkAttachment, PodNetworkRequest } from "./plugin.ts";
+import { loopbackIsUp } from "./netns.ts";
 import { parseResult, podIps } from "./result.ts";
 import { resultFromAddresses } from "./pod-ips.ts";
+import { timed, type StepTimer } from "../steps.ts";
 
 export interface CniNetworkOptions {
   confDir: string;
@@ -155,7 +159,9 @@ export class CniNetwork implements PodNetwork {
       args: podCniArgs(request.pod, request.sandboxId),
       binDirs: this.options.binDirs,
     };
-    await this.invoke("ADD", LOOPBACK.list, LOOPBACK.plugin, { ...args, ifName: "lo" }, {}, undefined, signal);
+    const timer = request.timer;
+    const loUp = request.pid !== undefined && (await timed(timer, "cni.loopback.check", () => loopbackIsUp(request.pid!)));
+    if (!loUp) await this.invoke("ADD", LOOPBACK.list, LOOPBACK.plugin, { ...args, ifName: "lo" }, {}, undefined, signal, timer);
     const capabilityArgs = this.capabilityArgs(request);
     const entry: CacheEntry = {
       kind: "cniCacheV1",
@@ -168,13 +174,13 @@ export class CniNetwork implements PodNetwork {
       netns: request.netnsPath,
       result: null,
     };
-    await this.cache.write(entry);
+    await timed(timer, "cni.cache.write", () => this.cache.write(entry));
     let prev: unknown;
     for (const plugin of list.plugins) {
-      prev = await this.invoke("ADD", list, plugin, args, capabilityArgs, prev, signal);
+      prev = await this.invoke("ADD", list, plugin, args, capabilityArgs, prev, signal, timer);
       // Cache each step's result: if a later plugin fails, DEL still tells the
       // earlier ones (firewall, portmap) what they set up.
-      await this.cache.write({ ...entry, result: prev });
+      await timed(timer, "cni.cache.write", () => this.cache.write({ ...entry, result: prev }));
     }
     const result = parseResult(JSON.stringify(prev ?? {}), list.cniVersion);
     const ips = podIps(result);
@@ -236,7 +242,7 @@ export class CniNetwork implements PodNetwork {
     // DEL carries the ADD result as prevResult from spec 0.4.0 on.
     const prev = list.cniVersion.startsWith("0.3.") ? undefined : (entry.result ?? undefined);
     for (const plugin of [...list.plugins].reverse()) {
-      await this.invoke("DEL", list, plugin, args, entry.capabilityArgs, prev);
+      await this.invoke("DEL", list, plugin, args, entry.capabilityArgs, prev, undefined, request.timer);
     }
     await this.cache.remove(entry.networkName, request.sandboxId, IFNAME);
     this.log.debug({ sandboxId: request.sandboxId, network: list.name }, "CNI DEL done");
@@ -266,12 +272,14 @@ export class CniNetwork implements PodNetwork {
     capabilityArgs: Record<string, unknown>,
     prevResult: unknown,
     signal?: AbortSignal,
+    timer?: StepTimer,
   ): Promise<unknown> {
     const what = `CNI plugin ${plugin.type} ${command} (network ${list.name}, container ${args.containerId.slice(0, 12)})`;
     const binary = await findPlugin(plugin.type, this.options.binDirs);
     if (!binary) throw failedPrecondition(`${what}: plugin binary not found in ${this.options.binDirs.join(", ")}`);
     const stdin = JSON.stringify(pluginStdin(list, plugin, capabilityArgs, prevResult));
-    const stdout = await execPlugin(what, { binary, env: pluginEnv(command, args), stdin, timeoutMs: this.timeoutMs, signal });
+    const run = () => execPlugin(what, { binary, env: pluginEnv(command, args), stdin, timeoutMs: this.timeoutMs, signal });
+    const stdout = await timed(timer, `cni.${command.toLowerCase()}.${plugin.type}`, run, 1);
     if (command !== "ADD") return undefined;
     try {
       // Validate now; pass the plugin's own JSON on as the next prevResult.

@@ -6,7 +6,7 @@
  * mount/umount rather than a native addon.
  */
 import { execFile } from "node:child_process";
-import { mkdir, open, readdir, rm } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { CridockError } from "../errors.ts";
 
@@ -56,5 +56,23 @@ export async function listNetnsHandles(dir: string): Promise<string[]> {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
     throw err;
+  }
+}
+
+/**
+ * Whether the loopback device in the network namespace of `pid` is up with
+ * 127.0.0.1, as Docker's network mode none leaves it. Read from procfs, no
+ * process spawned: an up lo has joined the all-hosts group (it is listed in
+ * net/igmp only while up), and the local route of 127.0.0.1 exists only once
+ * the address is set. False when it cannot tell; the caller then runs the
+ * loopback plugin.
+ */
+export async function loopbackIsUp(pid: number): Promise<boolean> {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  try {
+    const [igmp, trie] = await Promise.all([readFile(`/proc/${pid}/net/igmp`, "utf8"), readFile(`/proc/${pid}/net/fib_trie`, "utf8")]);
+    return /^\d+\s+lo\s+:/m.test(igmp) && /\|-- 127\.0\.0\.1\n\s+\/32 host LOCAL/.test(trie);
+  } catch {
+    return false;
   }
 }

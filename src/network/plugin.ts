@@ -3,6 +3,7 @@
  * implementation lives in network/cni.ts; `NoopNetwork` serves
  * --network-plugin=no-op (Docker's own bridge networking).
  */
+import type { StepTimer } from "../steps.ts";
 
 export interface NetworkReadiness {
   ready: boolean;
@@ -56,11 +57,15 @@ export interface DnsSpec {
 export interface PodNetworkRequest {
   sandboxId: string;
   pod: { name: string; namespace: string; uid: string };
-  /** Persistent handle of the pod's network namespace. */
+  /** Persistent handle of the pod's network namespace (or /proc/<pid>/ns/net while the handle is being made). */
   netnsPath: string;
+  /** A process inside the namespace (the pause process), for cheap reads of its state; absent on teardown. */
+  pid?: number;
   portMappings: PortMappingSpec[];
   bandwidth?: BandwidthSpec;
   dns?: DnsSpec;
+  /** Collects the plugin execs as steps of the calling operation. */
+  timer?: StepTimer;
 }
 
 /** The outcome of attaching a pod, kept in the sandbox checkpoint. */

@@ -21,6 +21,10 @@ export interface CridockProcessOptions {
   socketPath?: string;
   rootDirectory?: string;
   env?: Record<string, string>;
+  /** Node entry script to run instead of this tree's bin/cridock.js (benchmarks compare two trees). */
+  entry?: string;
+  /** Extra node flags (e.g. V8 heap flags). */
+  nodeFlags?: string[];
   /** Waits for the socket at most this long. */
   startTimeoutMs?: number;
 }
@@ -50,7 +54,7 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
   const [command, args] =
     options.runtime === "deno"
       ? [join(REPO_ROOT, "node_modules/.bin/deno"), ["run", "-A", join(REPO_ROOT, "src/main.ts"), ...flags]]
-      : [process.execPath, [join(REPO_ROOT, "bin/cridock.js"), ...flags]];
+      : [process.execPath, [...(options.nodeFlags ?? []), options.entry ?? join(REPO_ROOT, "bin/cridock.js"), ...flags]];
   const child = spawn(command, args, {
     cwd: REPO_ROOT,
     env: { ...process.env, ...options.env },

@@ -19,6 +19,7 @@ import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
 import { containerName } from "../naming.ts";
 import { ContainerResizer } from "./resize.ts";
 import type { SandboxLookup } from "../sandbox/view.ts";
+import { StepTimer } from "../../steps.ts";
 
 export interface ImageResolver {
   /** `{ id: "sha256:…" }`, or NOT_FOUND "image X is not present; pull it first". */
@@ -58,8 +59,9 @@ export class ContainerManager {
 
   async create(sandboxId: string, spec: ContainerSpec): Promise<string> {
     validateSpec(spec);
-    const view = await this.options.sandboxes.view(sandboxId);
-    const image = await this.options.images.resolveImage(spec.image);
+    const timer = new StepTimer("CreateContainer");
+    const view = await timer.time("sandbox.view", () => this.options.sandboxes.view(sandboxId));
+    const image = await timer.time("image.resolve", () => this.options.images.resolveImage(spec.image));
     let targetId = "";
     if (spec.security?.pidMode === "target") {
       const target = await findByIdOrPrefix(this.docker, TYPE_CONTAINER, spec.security.targetId, "target container");
@@ -68,8 +70,9 @@ export class ContainerManager {
     }
     const body = await createBody(spec, view, image.id, targetId, this.options);
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
-    const id = await this.createNamed(name, body);
+    const id = await timer.time("docker.create", () => this.createNamed(name, body));
     this.log.info({ container: id, name, sandbox: view.id }, "created container");
+    timer.finish(this.log, { container: id });
     return id;
   }
 
@@ -98,21 +101,23 @@ export class ContainerManager {
   }
 
   async start(id: string): Promise<void> {
-    const found = await this.mustFind(id);
+    const timer = new StepTimer("StartContainer");
+    const found = await timer.time("docker.list", () => this.mustFind(id));
     await this.locks.run(found.Id, async () => {
-      const c = await this.docker.inspectContainer(found.Id);
+      const c = await timer.time("docker.inspect", () => this.docker.inspectContainer(found.Id));
       if (c.State.Status !== "created" || c.State.ExitCode !== 0) {
         throw failedPrecondition(`container ${id} is ${c.State.Status} and cannot be started again; create a new one`);
       }
       const logPath = c.Config.Labels?.[LOG_PATH_LABEL] ?? "";
       try {
-        await this.docker.startContainer(c.Id);
+        await timer.time("docker.start", () => this.docker.startContainer(c.Id));
       } catch (err) {
         if (logPath) await this.options.logs.touch(c.Id, logPath).catch(() => undefined);
         throw withContext(`starting container ${id}`, err, "UNKNOWN");
       }
-      if (logPath) await this.options.logs.start(c.Id, logPath, Boolean(c.Config.Tty), c.HostConfig.LogConfig?.Type);
+      if (logPath) await timer.time("logs.start", () => this.options.logs.start(c.Id, logPath, Boolean(c.Config.Tty), c.HostConfig.LogConfig?.Type));
       this.log.info({ container: c.Id }, "started container");
+      timer.finish(this.log, { container: c.Id });
     });
   }
 

@@ -16,6 +16,7 @@ import type { Logger } from "../../log.ts";
 import { TYPE_CONTAINER } from "../labels.ts";
 import { findByIdOrPrefix } from "../lookup.ts";
 import { killProcessTree } from "./process-tree.ts";
+import { StepTimer, timed } from "../../steps.ts";
 
 /** Per-stream cap of ExecSync output (kubelet and crictl take 16 MiB messages). */
 export const MAX_EXEC_SYNC_OUTPUT = 16 * 1024 * 1024;
@@ -64,17 +65,22 @@ export class ExecService {
     return found.Id;
   }
 
-  private async createExec(id: string, cmd: string[], io: { stdin: boolean; tty: boolean }): Promise<{ containerId: string; execId: string }> {
+  private async createExec(
+    id: string,
+    cmd: string[],
+    io: { stdin: boolean; tty: boolean },
+    timer?: StepTimer,
+  ): Promise<{ containerId: string; execId: string }> {
     // Fast path for full ids seen before: Docker itself reports gone (404) or stopped (409) containers.
-    const containerId = FULL_ID.test(id) && this.knownContainers.has(id) ? id : await this.resolveRunning(id);
+    const containerId = FULL_ID.test(id) && this.knownContainers.has(id) ? id : await timed(timer, "docker.list", () => this.resolveRunning(id));
     try {
-      const { Id } = await this.docker.execCreate(containerId, {
+      const { Id } = await timed(timer, "docker.exec.create", () => this.docker.execCreate(containerId, {
         AttachStdin: io.stdin,
         AttachStdout: true,
         AttachStderr: true,
         Tty: io.tty,
         Cmd: cmd,
-      });
+      }));
       return { containerId, execId: Id };
     } catch (err) {
       if (err instanceof CridockError && err.code === "NOT_FOUND") this.knownContainers.delete(containerId);
@@ -83,10 +89,12 @@ export class ExecService {
   }
 
   async execSync(id: string, cmd: string[], timeoutSeconds: number, signal?: AbortSignal): Promise<ExecSyncResult> {
-    const { execId } = await this.createExec(id, cmd, { stdin: false, tty: false });
+    const timer = new StepTimer("ExecSync");
+    const { execId } = await this.createExec(id, cmd, { stdin: false, tty: false }, timer);
     // No signal on the start itself: aborting it mid-way could leave the process running with
     // nobody holding it; a cancel is handled (by killing) once the start has returned.
-    const socket = await this.docker.execStart(execId, { tty: false });
+    const socket = await timer.time("docker.exec.start", () => this.docker.execStart(execId, { tty: false }));
+    const streamStarted = performance.now();
     const out: Buffer[][] = [[], []];
     const sizes = [0, 0];
     let failure: CridockError | undefined;
@@ -95,7 +103,7 @@ export class ExecService {
       failure = err;
       void this.killExec(execId).finally(() => socket.destroy());
     };
-    const timer =
+    const deadline =
       timeoutSeconds > 0
         ? setTimeout(() => stop(deadlineExceeded(`command ${JSON.stringify(cmd)} in container ${id} timed out after ${timeoutSeconds}s and was killed`)), timeoutSeconds * 1000)
         : undefined;
@@ -121,12 +129,14 @@ export class ExecService {
         }
       });
     } finally {
-      clearTimeout(timer);
+      clearTimeout(deadline);
       signal?.removeEventListener("abort", onAbort);
       socket.destroy();
     }
+    timer.record("exec.output", performance.now() - streamStarted);
     if (failure) throw failure;
-    const exitCode = await this.exitCode(execId);
+    const exitCode = await this.exitCode(execId, timer);
+    timer.finish(this.log, { execId });
     return { stdout: Buffer.concat(out[0]!), stderr: Buffer.concat(out[1]!), exitCode };
   }
 
@@ -227,11 +237,12 @@ export class ExecService {
   }
 
   /** The exit code, once Docker has recorded it (it may lag the end of the output by a moment). */
-  private async exitCode(execId: string): Promise<number> {
-    let delay = 5;
+  private async exitCode(execId: string, timer?: StepTimer): Promise<number> {
+    // Docker may clear Running a moment after the output ends: ask again soon, then back off.
+    let delay = 1;
     const deadline = Date.now() + 10_000;
     for (;;) {
-      const info = await this.docker.execInspect(execId);
+      const info = await timed(timer, "docker.exec.inspect", () => this.docker.execInspect(execId));
       if (!info.Running && info.ExitCode !== null) return info.ExitCode;
       if (Date.now() > deadline) throw new CridockError("UNKNOWN", `exec ${execId} output ended but Docker still reports it running`);
       await new Promise((r) => setTimeout(r, delay));

@@ -7,12 +7,14 @@
  */
 import { join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
-import { isConflict, isNotFound } from "../../docker/errors.ts";
+import { isConflict, isNoSuchImage, isNotFound } from "../../docker/errors.ts";
+import type { ContainerInspect } from "../../docker/types.ts";
 import { CridockError, describeCause, failedPrecondition, invalidArgument, notFound } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import type { PodNetwork, PodNetworkRequest } from "../../network/plugin.ts";
 import { pinNetns, unpinNetns } from "../../network/netns.ts";
 import type { CheckpointStore } from "../../store/checkpoint.ts";
+import { StepTimer } from "../../steps.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
 import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "../labels.ts";
 import { removedMeanwhile, validateId } from "../lookup.ts";
@@ -77,13 +79,17 @@ export class SandboxManager implements SandboxLookup {
     return this.locks.run(id, fn);
   }
 
-  async saveRecord(record: SandboxRecord): Promise<void> {
+  async saveRecord(record: SandboxRecord, timer?: StepTimer): Promise<void> {
+    const t0 = performance.now();
     await this.store.write(record.id, record);
+    timer?.record("checkpoint.write", performance.now() - t0);
     this.records.set(record.id, record);
   }
 
-  async dropRecord(id: string): Promise<void> {
+  async dropRecord(id: string, timer?: StepTimer): Promise<void> {
+    const t0 = performance.now();
     await this.store.remove(id);
+    timer?.record("checkpoint.remove", performance.now() - t0);
     this.records.delete(id);
   }
 
@@ -108,12 +114,8 @@ export class SandboxManager implements SandboxLookup {
     const log = this.log.child({ pod, attempt: spec.metadata.attempt });
     const fail = (step: string, err: unknown) =>
       new CridockError(err instanceof CridockError ? err.code : "UNKNOWN", `RunPodSandbox for pod ${pod}: ${step}`, { cause: err });
+    const timer = new StepTimer("RunPodSandbox");
 
-    try {
-      await this.options.ensureImage(this.options.pauseImage, signal);
-    } catch (err) {
-      throw fail(`ensuring the pause image ${this.options.pauseImage}`, err);
-    }
     let body;
     try {
       body = await sandboxCreateBody(spec, {
@@ -128,11 +130,23 @@ export class SandboxManager implements SandboxLookup {
       if (err instanceof CridockError && err.code === "INVALID_ARGUMENT") throw err;
       throw fail("building the pause container configuration", err);
     }
+    // The pause image is checked by the create itself: only when Docker lacks it is it pulled (and the create retried).
+    const name = sandboxName(spec.metadata, spec.metadata.attempt);
     let id: string;
     try {
-      id = await this.createContainer(sandboxName(spec.metadata, spec.metadata.attempt), body);
+      id = await timer.time("docker.create", () => this.createContainer(name, body));
     } catch (err) {
-      throw fail("creating the pause container", err);
+      if (!isNoSuchImage(err)) throw fail("creating the pause container", err);
+      try {
+        await timer.time("image.ensure", () => this.options.ensureImage(this.options.pauseImage, signal));
+      } catch (err) {
+        throw fail(`ensuring the pause image ${this.options.pauseImage}`, err);
+      }
+      try {
+        id = await timer.time("docker.create", () => this.createContainer(name, body));
+      } catch (err) {
+        throw fail("creating the pause container", err);
+      }
     }
 
     return await this.withLock(id, async () => {
@@ -149,24 +163,19 @@ export class SandboxManager implements SandboxLookup {
       };
       let step = "writing the sandbox checkpoint";
       try {
-        await this.saveRecord(record);
+        await this.saveRecord(record, timer);
         step = "starting the pause container";
-        await this.docker.startContainer(id);
-        const inspect = await this.docker.inspectContainer(id);
+        await timer.time("docker.start", () => this.docker.startContainer(id));
+        const inspect = await timer.time("docker.inspect", () => this.docker.inspectContainer(id));
         record.createdAt = dockerTimeToNanos(inspect.Created).toString();
         if (!inspect.State.Running) throw new Error(`the pause container exited at once (exit code ${inspect.State.ExitCode}) ${inspect.State.Error}`);
         if (!hostNetwork && this.network.kind === "cni") {
-          step = "pinning the network namespace";
-          const netnsPath = this.netnsPathOf(id);
-          record.netnsPath = netnsPath;
-          await this.saveRecord(record);
-          await pinNetns(inspect.State.Pid, netnsPath);
           step = "setting up the pod network";
+          // One write covers both: the handle path (so recovery can release it) and that ADD may have begun.
+          record.netnsPath = this.netnsPathOf(id);
           record.network.phase = "attaching";
-          await this.saveRecord(record);
-          const attachment = await this.network.setUp(this.networkRequest(record, bandwidth), signal);
-          record.network = { phase: "attached", name: attachment.networkName, ips: attachment.ips, result: attachment.result };
-          if (attachment.ips.length === 0) throw new Error(`network ${attachment.networkName} returned no IP address for the pod`);
+          await this.saveRecord(record, timer);
+          await this.attachNetwork(record, inspect.State.Pid, bandwidth, timer, signal, (s) => (step = s));
         } else if (!hostNetwork) {
           const ips = dockerBridgeIps(inspect);
           record.network = { phase: "attached", name: "docker-bridge", ips, result: inspect.NetworkSettings };
@@ -174,8 +183,9 @@ export class SandboxManager implements SandboxLookup {
         }
         step = "writing the sandbox checkpoint";
         record.phase = "ready";
-        await this.saveRecord(record);
+        await this.saveRecord(record, timer);
         log.info({ sandboxId: id, ips: record.network.ips }, "pod sandbox is ready");
+        timer.finish(log, { sandboxId: id });
         return id;
       } catch (err) {
         log.warn({ sandboxId: id, step, err: describeCause(err) }, "RunPodSandbox failed; undoing the finished steps");
@@ -183,6 +193,37 @@ export class SandboxManager implements SandboxLookup {
         throw fail(step, err);
       }
     });
+  }
+
+  /**
+   * Pins the pod's netns and runs CNI ADD side by side: ADD works on the
+   * pause process's /proc/<pid>/ns/net (as dockershim did) while `mount`
+   * makes the persistent handle, and the sandbox is ready only once both
+   * are done, so CNI DEL always has a namespace. A failed pin leaves no
+   * handle (DEL then uses the path cached at ADD while the pause lives).
+   */
+  private async attachNetwork(
+    record: SandboxRecord,
+    pid: number,
+    bandwidth: ReturnType<typeof bandwidthFromAnnotationsSafe>,
+    timer: StepTimer,
+    signal: AbortSignal | undefined,
+    onStep: (step: string) => void,
+  ): Promise<void> {
+    const handle = record.netnsPath;
+    const [pinned, added] = await Promise.allSettled([
+      timer.time("netns.pin", () => pinNetns(pid, handle), 1),
+      this.network.setUp({ ...this.networkRequest(record, bandwidth), netnsPath: `/proc/${pid}/ns/net`, pid, timer }, signal),
+    ]);
+    if (pinned.status === "rejected") {
+      record.netnsPath = "";
+      onStep("pinning the network namespace");
+      throw pinned.reason;
+    }
+    if (added.status === "rejected") throw added.reason;
+    const attachment = added.value;
+    record.network = { phase: "attached", name: attachment.networkName, ips: attachment.ips, result: attachment.result };
+    if (attachment.ips.length === 0) throw new Error(`network ${attachment.networkName} returned no IP address for the pod`);
   }
 
   private networkRequest(record: SandboxRecord, bandwidth = bandwidthFromAnnotationsSafe(record.spec.annotations)): PodNetworkRequest {
@@ -265,66 +306,90 @@ export class SandboxManager implements SandboxLookup {
   // ---- Stop / Remove -------------------------------------------------------
 
   async stop(idOrPrefix: string): Promise<void> {
-    const found = await this.resolveForCleanup(idOrPrefix);
+    const timer = new StepTimer("StopPodSandbox");
+    const found = await this.resolveForCleanup(idOrPrefix, timer);
     if (!found) return;
     await this.withLock(found.id, async () => {
       const record = this.records.get(found.id);
-      await this.forEachContainer(found.id, "stop", (id) => this.docker.json("POST", `/containers/${id}/stop`, { timeoutMs: 0 }));
-      if (record) await this.detachNetwork(record);
-      try {
-        await this.docker.stopContainer(found.id, PAUSE_STOP_GRACE_SECONDS);
-      } catch (err) {
-        if (!isNotFound(err)) throw new CridockError(codeOf(err), `StopPodSandbox ${found.id}: stopping the pause container`, { cause: err });
+      await this.forEachContainer(found.id, "stop", (id) => this.docker.json("POST", `/containers/${id}/stop`, { timeoutMs: 0 }), timer);
+      // CNI DEL works on the pinned netns handle, which outlives the pause process: the two run side by side.
+      const [network, pause] = await Promise.allSettled([
+        record ? this.detachNetwork(record, timer) : undefined,
+        timer.time("docker.stop", () => this.docker.stopContainer(found.id, PAUSE_STOP_GRACE_SECONDS)),
+      ]);
+      if (network.status === "rejected") throw network.reason;
+      const detached = network.value;
+      if (pause.status === "rejected" && !isNotFound(pause.reason)) {
+        throw new CridockError(codeOf(pause.reason), `StopPodSandbox ${found.id}: stopping the pause container`, { cause: pause.reason });
       }
-      if (record && record.phase !== "stopped") await this.saveRecord({ ...record, phase: "stopped" });
+      // One write for both changes. Should cridock die before it, the next Stop runs DEL again, which is a
+      // no-op then: the CNI cache entry is gone once DEL succeeded.
+      if (detached && (detached !== record || record.phase !== "stopped")) await this.saveRecord({ ...detached, phase: "stopped" }, timer);
       this.log.info({ sandboxId: found.id }, "pod sandbox stopped");
+      timer.finish(this.log, { sandboxId: found.id });
     });
   }
 
   async remove(idOrPrefix: string): Promise<void> {
-    const found = await this.resolveForCleanup(idOrPrefix);
+    const timer = new StepTimer("RemovePodSandbox");
+    const found = await this.resolveForCleanup(idOrPrefix, timer);
     if (!found) return;
     await this.withLock(found.id, async () => {
       const record = this.records.get(found.id);
-      await this.forEachContainer(found.id, "remove", async (id) => {
-        await this.docker.removeContainer(id, { force: true, volumes: true }).catch(async (err) => {
-          if (!isNotFound(err) && !(await removedMeanwhile(this.docker, id))) throw err;
-        });
-        await this.options.containerRemoved?.(id);
-      });
-      if (record) await this.detachNetwork(record);
-      try {
-        await this.docker.removeContainer(found.id, { force: true, volumes: true });
-      } catch (err) {
-        // Another removal (dockerd's "already in progress") that finished counts.
-        if (!isNotFound(err) && !(await removedMeanwhile(this.docker, found.id))) throw new CridockError(codeOf(err), `RemovePodSandbox ${found.id}: removing the pause container`, { cause: err });
+      await this.forEachContainer(
+        found.id,
+        "remove",
+        async (id) => {
+          await this.docker.removeContainer(id, { force: true, volumes: true }).catch(async (err) => {
+            if (!isNotFound(err) && !(await removedMeanwhile(this.docker, id))) throw err;
+          });
+          await this.options.containerRemoved?.(id);
+        },
+        timer,
+      );
+      if (record) await this.detachNetwork(record, timer);
+      // The network is detached: the netns handle has served its purpose and is released alongside the removal.
+      const [removed, unpinned] = await Promise.allSettled([
+        timer.time("docker.remove", () => this.docker.removeContainer(found.id, { force: true, volumes: true })),
+        record?.netnsPath ? timer.time("netns.unpin", () => unpinNetns(record.netnsPath), 1) : undefined,
+      ]);
+      // Another removal (dockerd's "already in progress") that finished counts.
+      if (removed.status === "rejected" && !isNotFound(removed.reason) && !(await removedMeanwhile(this.docker, found.id))) {
+        throw new CridockError(codeOf(removed.reason), `RemovePodSandbox ${found.id}: removing the pause container`, { cause: removed.reason });
       }
-      if (record) {
-        await unpinNetns(record.netnsPath);
-        await this.dropRecord(found.id);
-      }
+      if (unpinned.status === "rejected") throw unpinned.reason;
+      if (record) await this.dropRecord(found.id, timer);
       this.log.info({ sandboxId: found.id }, "pod sandbox removed");
+      timer.finish(this.log, { sandboxId: found.id });
     });
   }
 
-  /** CNI DEL exactly once: the detached phase is persisted, so later calls skip it. */
-  private async detachNetwork(record: SandboxRecord): Promise<void> {
-    if (record.network.phase !== "attaching" && record.network.phase !== "attached") return;
+  /**
+   * CNI DEL exactly once: returns the record with the detached phase, which
+   * the caller persists so later calls skip it (the record itself when there
+   * was nothing to detach).
+   */
+  private async detachNetwork(record: SandboxRecord, timer?: StepTimer): Promise<SandboxRecord> {
+    if (record.network.phase !== "attaching" && record.network.phase !== "attached") return record;
     if (record.networkKind === "cni") {
       try {
-        await this.network.tearDown(this.networkRequest(record));
+        await this.network.tearDown({ ...this.networkRequest(record), timer });
       } catch (err) {
         throw new CridockError(codeOf(err), `pod sandbox ${record.id}: tearing down the pod network`, { cause: err });
       }
     }
     const updated: SandboxRecord = { ...record, network: { ...record.network, phase: "detached" } };
-    await this.saveRecord(updated);
+    // Remove persists the detached phase only by dropping the record: keep memory in step meanwhile.
+    this.records.set(record.id, updated);
+    return updated;
   }
 
-  private async forEachContainer(sandboxId: string, what: string, fn: (id: string) => Promise<unknown>): Promise<void> {
+  private async forEachContainer(sandboxId: string, what: string, fn: (id: string) => Promise<unknown>, timer?: StepTimer): Promise<void> {
+    const t0 = performance.now();
     const containers = await this.docker.listContainers({
       label: [`${TYPE_LABEL}=${TYPE_CONTAINER}`, `${SANDBOX_ID_LABEL}=${sandboxId}`],
     });
+    timer?.record("docker.list", performance.now() - t0);
     const targets = what === "stop" ? containers.filter((c) => c.State === "running" || c.State === "paused" || c.State === "restarting") : containers;
     const results = await Promise.allSettled(targets.map((c) => fn(c.Id)));
     const failed = results.flatMap((r, i) => (r.status === "rejected" && !isNotFound(r.reason) ? [`${targets[i]!.Id.slice(0, 12)}: ${describeCause(r.reason)}`] : []));
@@ -340,10 +405,16 @@ export class SandboxManager implements SandboxLookup {
   }
 
   /** Stop/Remove are idempotent: an id that cannot exist (not hex) is simply not there. */
-  private async resolveForCleanup(idOrPrefix: string): Promise<Resolved | undefined> {
+  private async resolveForCleanup(idOrPrefix: string, timer?: StepTimer): Promise<Resolved | undefined> {
     if (!idOrPrefix) throw invalidArgument("pod sandbox id is required");
     if (!/^[0-9a-f]{1,64}$/.test(idOrPrefix)) return undefined;
-    return this.resolvePrefix(idOrPrefix);
+    // kubelet passes full ids: a checkpointed one is known without asking dockerd (Stop/Remove use only the id).
+    const record = idOrPrefix.length === 64 ? this.records.get(idOrPrefix) : undefined;
+    if (record) return { id: record.id, container: undefined, record };
+    const t0 = performance.now();
+    const found = await this.resolvePrefix(idOrPrefix);
+    timer?.record("docker.list", performance.now() - t0);
+    return found;
   }
 
   private async resolvePrefix(prefix: string): Promise<Resolved | undefined> {

@@ -1,0 +1,79 @@
+/**
+ * Benchmark: cridock's resident memory (VmRSS, and VmHWM, the peak) idle
+ * after start and with N pause-only pods (CNI networking), for each way of
+ * running it: the prebuilt bundle (dist/cridock.js, `npm run build` first),
+ * the sources through tsx, and optionally another tree's bin/cridock.js.
+ * Each is a fresh process on its own socket and root; the pods are removed
+ * afterwards.
+ *
+ *   tsx scripts/bench-memory.ts [--pods 100] [--idle-seconds 5] [--compare <bin/cridock.js>] [--without-tsx]
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { spawnSync } from "node:child_process";
+import { startCridockProcess, type CridockProcessOptions } from "../test/helpers/cridock-process.ts";
+import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
+
+const { values } = parseArgs({
+  options: {
+    pods: { type: "string", default: "100" },
+    "idle-seconds": { type: "string", default: "5" },
+    compare: { type: "string" },
+    "without-tsx": { type: "boolean", default: false },
+  },
+});
+const pods = Number(values.pods);
+const idleMs = Number(values["idle-seconds"]) * 1000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function memory(pid: number): Promise<{ rss: number; hwm: number }> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  const kb = (field: string) => Number(/(\d+) kB/.exec(status.split("\n").find((l) => l.startsWith(field)) ?? "")?.[1] ?? NaN);
+  return { rss: kb("VmRSS:") / 1024, hwm: kb("VmHWM:") / 1024 };
+}
+
+const cni = await makeCniConfDir({ bridge: "cridock-mem0", subnet: "10.93.0.0/22", networkName: "cridock-mem" });
+const arms: { name: string; options: CridockProcessOptions }[] = [
+  { name: "bundle (dist/cridock.js)", options: {} },
+  ...(values["without-tsx"] ? [] : [{ name: "sources through tsx", options: { env: { CRIDOCK_FROM_SOURCE: "1" } } }]),
+  ...(values.compare ? [{ name: `compare (${values.compare})`, options: { entry: values.compare } }] : []),
+];
+try {
+  for (const arm of arms) {
+    const cridock = await startCridockProcess({
+      ...arm.options,
+      flags: [`--docker-endpoint=${process.env.CRIDOCK_TEST_DOCKER_ENDPOINT ?? "unix:///var/run/docker.sock"}`, `--pod-infra-container-image=${PAUSE_IMAGE}`, "--network-plugin=cni", `--cni-conf-dir=${cni.dir}`, `--cni-bin-dir=${CNI_BIN_DIR}`, `--cni-cache-dir=${join(cni.dir, "cache")}`],
+    });
+    const ids: string[] = [];
+    try {
+      await cridock.client.call("Version", {});
+      await sleep(idleMs);
+      const idle = await memory(cridock.child.pid!);
+      for (let i = 0; i < pods; i++) {
+        const config = { metadata: { name: `mem-${i}`, namespace: "bench-mem", uid: `mem-${process.pid}-${i}`, attempt: 0 }, linux: {} };
+        ids.push((await cridock.client.call("RunPodSandbox", { config })).podSandboxId);
+      }
+      // What kubelet does meanwhile: relist and ask each pod's status.
+      for (let round = 0; round < 3; round++) {
+        await cridock.client.call("ListPodSandbox", {});
+        for (const podSandboxId of ids) await cridock.client.call("PodSandboxStatus", { podSandboxId });
+      }
+      await sleep(idleMs);
+      const loaded = await memory(cridock.child.pid!);
+      console.log(
+        `${arm.name}: idle RSS ${idle.rss.toFixed(1)} MB (peak ${idle.hwm.toFixed(1)}); with ${pods} pods RSS ${loaded.rss.toFixed(1)} MB (peak ${loaded.hwm.toFixed(1)})`,
+      );
+    } finally {
+      for (const podSandboxId of ids) {
+        await cridock.client.call("StopPodSandbox", { podSandboxId }).catch(() => undefined);
+        await cridock.client.call("RemovePodSandbox", { podSandboxId }).catch(() => undefined);
+      }
+      await cridock.stop();
+    }
+  }
+} finally {
+  await cni.cleanup();
+  // The bridge the plugin made for this benchmark's network goes too.
+  spawnSync("ip", ["link", "delete", "cridock-mem0"], { stdio: "ignore" });
+}
