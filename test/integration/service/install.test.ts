@@ -49,7 +49,7 @@ async function files(dir: string): Promise<string[]> {
 t.test("the packed tarball holds the sources, the proto and the units, no tests", async (t) => {
   const out = execFileSync("npm", ["pack", "--dry-run", "--json"], { cwd: REPO_ROOT, encoding: "utf8" });
   const paths = (JSON.parse(out) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
-  for (const needed of ["bin/cridock.js", "src/main.ts", "proto/runtime/v1/api.proto", "packaging/systemd/cridock.service", "packaging/systemd/cridock.socket", "scripts/install.sh", "scripts/cni/10-cridock.conflist"]) {
+  for (const needed of ["bin/cridock.js", "dist/cridock.js", "src/main.ts", "proto/runtime/v1/api.proto", "packaging/systemd/cridock.service", "packaging/systemd/cridock.socket", "scripts/install.sh", "scripts/cni/10-cridock.conflist"]) {
     t.ok(paths.includes(needed), `${needed} is packed`);
   }
   t.notOk(paths.some((p) => p.startsWith("test/") || p.startsWith("node_modules/")), "no tests or modules are packed");
