@@ -138,7 +138,9 @@ export class SandboxManager implements SandboxLookup {
       const record: SandboxRecord = {
         id,
         spec,
-        createdAt: "0",
+        // Listed from the moment the checkpoint exists, so it needs a creation
+        // time already: ours until Docker's own is read after the start.
+        createdAt: (BigInt(Date.now()) * 1_000_000n).toString(),
         phase: "creating",
         hostNetwork,
         networkKind: this.network.kind,
