@@ -29,6 +29,8 @@ import { PortForwarder } from "./runtime/exec/port-forward.ts";
 import { StreamingServer } from "./streaming/server.ts";
 import { ContainerManager } from "./runtime/container/manager.ts";
 import { LogFollowers } from "./logs/followers.ts";
+import { PodEventFeed } from "./runtime/container-events.ts";
+import type { ContainerInfo } from "./runtime/container/spec.ts";
 
 export const CRIDOCK_VERSION = "0.1.0";
 
@@ -90,6 +92,19 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   // Log writers of containers that ran on while cridock was down pick up where they stopped.
   await containers.resumeLogs().catch((err) => log.error({ err }, "could not resume container log writers"));
 
+  const containerStatuses = async (sandboxId: string): Promise<ContainerInfo[]> => {
+    const listed = await containers.list({ id: "", sandboxId, labelSelector: {} });
+    const statuses = await Promise.all(listed.map((c) => containers.status(c.id).catch(() => undefined)));
+    return statuses.filter((s): s is ContainerInfo => s !== undefined);
+  };
+  const containerEvents = new PodEventFeed({
+    events: docker.events,
+    sandboxStatus: (id) => sandboxes.status(id),
+    containerStatuses,
+    log,
+  });
+  const sandboxContainers = { wanted: () => containerEvents.subscriberCount > 0, statuses: containerStatuses };
+
   const stats = new StatsService(docker, new StatsCollector(), log.child({ component: "stats" }));
 
   const exec = new ExecService(docker, log);
@@ -107,7 +122,18 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const server = new CriServer({
     socketPath: config.listenSocket,
     logger: log,
-    runtimeHandlers: runtimeServiceRpcs({ status, sandboxes, stats, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
+    runtimeHandlers: runtimeServiceRpcs({
+      status,
+      sandboxes,
+      sandboxContainers,
+      stats,
+      containers,
+      containerEvents,
+      exec,
+      portForwarder,
+      streaming,
+      verboseInfo: () => ({ config }),
+    }),
     imageHandlers: imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() }),
   });
   await server.start();
@@ -119,6 +145,8 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     images,
     server,
     async stop() {
+      // GetContainerEvents streams last forever; end them so the server can drain.
+      containerEvents.close();
       await server.stop(config.shutdownGraceMs);
       await streaming.stop();
       await logFollowers.stopAll();

@@ -9,8 +9,14 @@ import { sandboxRpcs, type SandboxRpcDeps } from "./sandbox-rpcs.ts";
 import { statsRpcs, type StatsDeps } from "./stats-rpcs.ts";
 import { streamingRpcs, type StreamingRpcDeps } from "./streaming-rpcs.ts";
 import { containerRpcs, type ContainerRpcDeps } from "./container-rpcs.ts";
+import { containerEventRpcs, type ContainerEventRpcDeps } from "./container-events-rpcs.ts";
 
-export type RuntimeServiceDeps = RuntimeInfoDeps & SandboxRpcDeps & StatsDeps & ContainerRpcDeps & StreamingRpcDeps;
+export type RuntimeServiceDeps = RuntimeInfoDeps &
+  SandboxRpcDeps &
+  StatsDeps &
+  ContainerRpcDeps &
+  StreamingRpcDeps &
+  ContainerEventRpcDeps;
 
 export function runtimeServiceRpcs(deps: RuntimeServiceDeps): HandlerTable {
   return {
@@ -19,5 +25,6 @@ export function runtimeServiceRpcs(deps: RuntimeServiceDeps): HandlerTable {
     ...statsRpcs(deps),
     ...streamingRpcs(deps),
     ...containerRpcs(deps),
+    ...containerEventRpcs(deps),
   };
 }

@@ -10,12 +10,20 @@ import { invalidArgument } from "../errors.ts";
 import { sendInBatches } from "./list-stream.ts";
 import type { SandboxManager } from "../runtime/sandbox/manager.ts";
 import type { SandboxSpec, SeccompSpec } from "../runtime/sandbox/spec.ts";
-import type { SandboxNamespaces, SandboxSummary } from "../runtime/sandbox/record.ts";
+import type { SandboxNamespaces, SandboxStatusInfo, SandboxSummary } from "../runtime/sandbox/record.ts";
+import type { ContainerInfo } from "../runtime/container/spec.ts";
+import { statusToCri } from "./container-rpcs.ts";
 import type { NamespaceMode as ViewNamespaceMode } from "../runtime/sandbox/view.ts";
 import type { PortProtocol } from "../network/plugin.ts";
 
 export interface SandboxRpcDeps {
   sandboxes: SandboxManager;
+  /**
+   * With evented PLEG on, kubelet takes a pod's container statuses from
+   * PodSandboxStatus (when it carries a timestamp) instead of asking for
+   * each; cridock includes them while a GetContainerEvents client listens.
+   */
+  sandboxContainers?: { wanted(): boolean; statuses(sandboxId: string): Promise<ContainerInfo[]> };
 }
 
 const MODE_TO_VIEW: Record<number, ViewNamespaceMode> = {
@@ -108,7 +116,17 @@ function toPodSandbox(s: SandboxSummary): cri.PodSandbox {
   };
 }
 
-export function sandboxRpcs({ sandboxes }: SandboxRpcDeps): HandlerTable {
+/** PodSandboxStatus.status (also sent in GetContainerEvents). */
+export function sandboxStatusToCri(s: SandboxStatusInfo): cri.PodSandboxStatus {
+  const [primary, ...additional] = s.ips;
+  return {
+    ...toPodSandbox(s),
+    network: { ip: primary ?? "", additionalIps: additional.map((ip) => ({ ip })) },
+    linux: { namespaces: { options: namespaceOptions(s.namespaces) } },
+  };
+}
+
+export function sandboxRpcs({ sandboxes, sandboxContainers }: SandboxRpcDeps): HandlerTable {
   const listPodSandboxes = async (f: cri.PodSandboxFilter | null | undefined): Promise<cri.PodSandbox[]> => {
     const items = await sandboxes.list({
       id: f?.id || undefined,
@@ -135,17 +153,16 @@ export function sandboxRpcs({ sandboxes }: SandboxRpcDeps): HandlerTable {
     },
 
     async PodSandboxStatus(request: cri.PodSandboxStatusRequest): Promise<cri.PodSandboxStatusResponse> {
+      // Stamped before anything is read, so the stamp never claims more than the statuses show.
+      const timestamp = BigInt(Date.now()) * 1_000_000n;
       const s = await sandboxes.status(request.podSandboxId ?? "");
-      const [primary, ...additional] = s.ips;
+      const withContainers = sandboxContainers?.wanted() ?? false;
+      const containers = withContainers ? await sandboxContainers!.statuses(s.id) : [];
       return {
-        status: {
-          ...toPodSandbox(s),
-          network: { ip: primary ?? "", additionalIps: additional.map((ip) => ({ ip })) },
-          linux: { namespaces: { options: namespaceOptions(s.namespaces) } },
-        },
+        status: sandboxStatusToCri(s),
         info: request.verbose ? { info: JSON.stringify(s.info) } : {},
-        containersStatuses: [],
-        timestamp: 0n,
+        containersStatuses: containers.map(statusToCri),
+        timestamp: withContainers ? timestamp : 0n,
       };
     },
 
