@@ -5,7 +5,7 @@
  * Everything is private to this environment and removed by destroy(): the
  * dockerd (its own data root, so kubelet's image garbage collection never
  * touches anyone else's images; test images come from the local registry),
- * the CNI network (bridge cridock-e2e0, 10.94.0.0/24), kubelet's root,
+ * the CNI network (bridge cridock-e2e0, 10.97.0.0/24), kubelet's root,
  * certificate, pod log and manifest directories, and cridock's root.
  * kubelet serves its API on 127.0.0.1 only, with anonymous access allowed.
  *
@@ -23,7 +23,7 @@ import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir, type CniConfDir } from "../..
 
 export const E2E_BRIDGE = "cridock-e2e0";
 export const E2E_DOCKER_BRIDGE = "cridock-e2ed";
-export const E2E_SUBNET = "10.94.0.0/24";
+export const E2E_SUBNET = "10.97.0.0/24";
 export const E2E_NETWORK = "cridock-e2e";
 export const NODE_NAME = "cridock-e2e";
 export const KUBELET_PORT = 10350;
