@@ -63,8 +63,8 @@ function callsBetween(logs: string, from: number, to: number): CallLine[] {
 
 async function sliMean(env: KubeletEnv): Promise<number> {
   const metrics = (await env.get("/metrics")).body;
-  const sum = Number(/^kubelet_pod_start_sli_duration_seconds_sum\s+(\S+)/m.exec(metrics)?.[1] ?? NaN);
-  const count = Number(/^kubelet_pod_start_sli_duration_seconds_count\s+(\S+)/m.exec(metrics)?.[1] ?? NaN);
+  const sum = Number(/^kubelet_pod_start_sli_duration_seconds_sum(?:\{[^}]*\})?\s+(\S+)/m.exec(metrics)?.[1] ?? NaN);
+  const count = Number(/^kubelet_pod_start_sli_duration_seconds_count(?:\{[^}]*\})?\s+(\S+)/m.exec(metrics)?.[1] ?? NaN);
   return sum / count;
 }
 
@@ -136,7 +136,7 @@ async function runMode(evented: boolean): Promise<void> {
     const deleting = Date.now();
     for (const name of names) await env.deletePod(name);
     const gone = Date.now() + 180_000;
-    while (env.podContainers(" running").length > 0 && Date.now() < gone) await sleep(500);
+    while ((await env.runningPodContainers()) > 0 && Date.now() < gone) await sleep(500);
     sampling = false;
     await sampler;
     console.log(`deletion: all containers stopped after ${((Date.now() - deleting) / 1000).toFixed(1)} s; slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile`);

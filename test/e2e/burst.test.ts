@@ -32,7 +32,23 @@ t.test(`${PODS} pods at once: all Running, then all gone`, async (t) => {
   const ips = new Set((await env.pods()).map((p) => p.status.podIP));
   t.equal(ips.size, PODS, "each pod has its own IP");
 
+  // Version and Status must answer fast whatever else runs: sampled all through the deletion.
+  let worst = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const at = performance.now();
+      await env.cridock.client.call("Version", {});
+      await env.cridock.client.call("Status", {});
+      worst = Math.max(worst, performance.now() - at);
+      await sleep(50);
+    }
+  })();
   for (const name of names) await env.deletePod(name);
+  while ((await env.runningPodContainers()) > 0) await sleep(500);
+  sampling = false;
+  await sampler;
+  t.ok(worst < 250, `Version + Status answered within ${worst.toFixed(1)} ms all through the deletion of ${PODS} pods`);
   const gcDeadline = Date.now() + 180_000;
   let leaks = await env.leaks();
   while (Object.values(leaks).some((l) => l.length > 0) && Date.now() < gcDeadline) {
@@ -44,8 +60,8 @@ t.test(`${PODS} pods at once: all Running, then all gone`, async (t) => {
   t.notMatch(logs, /CreatedAt is not set/, "kubelet never saw a sandbox without created_at");
   // Standalone kubelet asks Version on every pod status update (initialNode →
   // setNodeStatus) with the pod worker's context, which it cancels itself
-  // when the pod is deleted: a call in flight then fails "context canceled".
-  // Answered from memory, Version leaves almost no window for that.
+  // when the pod is deleted: a call in flight then fails "context canceled"
+  // however fast cridock answers. Reported, not asserted.
   const cancelled = logs.split("\n").filter((l) => l.includes("Version from runtime service failed")).length;
-  t.ok(cancelled <= 2, `Version calls kubelet saw fail: ${cancelled}`);
+  t.comment(`kubelet logged ${cancelled} Version calls cancelled by its own pod workers`);
 });

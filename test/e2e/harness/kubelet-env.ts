@@ -12,7 +12,8 @@
  * CRIDOCK_E2E_EVENTED_PLEG=1 turns kubelet's EventedPLEG gate on (scripts/test.sh
  * runs the suite in both modes). CRIDOCK_TEST_DOCKERD_BIN picks the engine.
  */
-import { spawn, execFileSync, type ChildProcess } from "node:child_process";
+import { spawn, execFile, execFileSync, type ChildProcess } from "node:child_process";
+import { promisify } from "node:util";
 import { mkdir, mkdtemp, rm, writeFile, unlink, readdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -308,6 +309,17 @@ export class KubeletEnv {
       const cs = p.status.containerStatuses ?? [];
       return cs.length > 0 && cs.every((c) => c.ready && c.state.running) ? p : undefined;
     }, timeoutMs);
+  }
+
+  /** The docker CLI without blocking the event loop (for loops that time other calls). */
+  async dockerAsync(...args: string[]): Promise<string> {
+    const { stdout } = await promisify(execFile)("docker", ["-H", this.dockerd.endpoint, ...args], { encoding: "utf8", timeout: 120_000 });
+    return stdout.trim();
+  }
+
+  async runningPodContainers(): Promise<number> {
+    const out = await this.dockerAsync("ps", "-q", "--filter", "label=io.kubernetes.docker.type");
+    return out.split("\n").filter(Boolean).length;
   }
 
   /** Containers (all states) of the private dockerd that belong to pods (cridock's type label). */
