@@ -182,7 +182,12 @@ t.test("a crash loop backs off more each time and keeps the previous run's logs"
   const pod = await env.waitPod("crash", "three restarts", (p) => ((status(p.status.containerStatuses, "app")?.restartCount ?? 0) >= 3 && restartSeenAt.length >= 3 ? p : undefined), 120_000);
   const app = status(pod.status.containerStatuses, "app")!;
   t.equal(app.lastState?.terminated?.exitCode, 3, "the last exit code is kept");
-  const previous = (await env.get(`/containerLogs/default/${env.podName("crash")}/app?previous=true`)).body;
+  // Right after a restart kubelet may still be swapping which run is "previous": retry briefly.
+  let previous = "";
+  for (let i = 0; i < 10 && !/^run-at-\d+\n$/.test(previous); i++) {
+    previous = (await env.get(`/containerLogs/default/${env.podName("crash")}/app?previous=true`)).body;
+    if (!/^run-at-\d+\n$/.test(previous)) await sleep(500);
+  }
   t.match(previous, /^run-at-\d+\n$/, "previous=true shows the last run's output");
   clearInterval(crashPoller);
   // Restarts 2 and 3 were seen while polling (the first may predate it).
