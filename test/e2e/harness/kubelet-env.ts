@@ -385,6 +385,19 @@ export class KubeletEnv {
       // never created
     }
     await this.cni?.cleanup();
+    // kubelet bind-mounts its root directory onto itself (and leaves it so): unmount what is ours first.
+    const mounts = execFileSync("cat", ["/proc/self/mountinfo"], { encoding: "utf8" })
+      .split("\n")
+      .map((l) => l.split(" ")[4] ?? "")
+      .filter((m) => m === this.scratch || m.startsWith(this.scratch + "/"))
+      .sort((a, b) => b.length - a.length);
+    for (const m of mounts) {
+      try {
+        execFileSync("umount", ["-l", m], { stdio: "ignore" });
+      } catch {
+        // already gone
+      }
+    }
     await rm(this.scratch, { recursive: true, force: true }).catch(() => undefined);
   }
 }
