@@ -34,6 +34,8 @@ import { LogFollowers } from "./logs/followers.ts";
 import { countObjects, metricsWiring } from "./metrics/setup.ts";
 import { notifySystemd } from "./systemd/notify.ts";
 import { runCheck } from "./check/command.ts";
+import { PodEventFeed } from "./runtime/container-events.ts";
+import type { ContainerInfo } from "./runtime/container/spec.ts";
 
 export const CRIDOCK_VERSION = "0.1.0";
 
@@ -106,6 +108,19 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   // Pods cri-dockerd left running become cridock's (checkpoint, netns handle, IPs, CRI logs).
   await adoptCriDockerdSandboxes({ docker, sandboxes, network, logs: logFollowers, criDockerdRoot: config.criDockerdRootDirectory, log });
 
+  const containerStatuses = async (sandboxId: string): Promise<ContainerInfo[]> => {
+    const listed = await containers.list({ id: "", sandboxId, labelSelector: {} });
+    const statuses = await Promise.all(listed.map((c) => containers.status(c.id).catch(() => undefined)));
+    return statuses.filter((s): s is ContainerInfo => s !== undefined);
+  };
+  const containerEvents = new PodEventFeed({
+    events: docker.events,
+    sandboxStatus: (id) => sandboxes.status(id),
+    containerStatuses,
+    log,
+  });
+  const sandboxContainers = { wanted: () => containerEvents.subscriberCount > 0, statuses: containerStatuses };
+
   const stats = new StatsService(docker, new StatsCollector(), log.child({ component: "stats" }));
   const podMetrics = new PodMetricsService(stats, docker, log.child({ component: "pod-metrics" }));
 
@@ -127,7 +142,19 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     logger: log,
     runtimeHandlers: metrics.handlers(
       "RuntimeService",
-      runtimeServiceRpcs({ status, sandboxes, stats, podMetrics, containers, exec, portForwarder, streaming, verboseInfo: () => ({ config }) }),
+      runtimeServiceRpcs({
+        status,
+        sandboxes,
+        sandboxContainers,
+        stats,
+        podMetrics,
+        containers,
+        containerEvents,
+        exec,
+        portForwarder,
+        streaming,
+        verboseInfo: () => ({ config }),
+      }),
     ),
     imageHandlers: metrics.handlers("ImageService", imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() })),
   });
@@ -141,6 +168,8 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     images,
     server,
     async stop() {
+      // GetContainerEvents streams last forever; end them so the server can drain.
+      containerEvents.close();
       await server.stop(config.shutdownGraceMs);
       await metrics.stop();
       await streaming.stop();

@@ -11,6 +11,8 @@ ENV_LOG_DIR="/var/log/cridock-env"
 ENV_RUN_DIR="/run/cridock-env"
 CRIDOCK_TOOLS_DIR="${CRIDOCK_TOOLS_DIR:-/var/cache/cridock-tools}"
 CRI_TOOLS_VERSION="v1.36.0"
+# kubelet for the e2e suite and the kubelet bench (scripts/install-kubelet.sh).
+KUBELET_VERSION="${CRIDOCK_KUBELET_VERSION:-v1.36.3}"
 
 REGISTRY_ADDR="127.0.0.1:5000"
 AUTH_REGISTRY_ADDR="127.0.0.1:5001"

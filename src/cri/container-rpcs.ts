@@ -200,7 +200,8 @@ function containerToCri(c: spec.ContainerSummaryInfo): cri.Container {
   };
 }
 
-function statusToCri(c: spec.ContainerInfo): cri.ContainerStatus {
+/** ContainerStatus.status (also sent in PodSandboxStatus and GetContainerEvents). */
+export function statusToCri(c: spec.ContainerInfo): cri.ContainerStatus {
   return {
     ...containerToCri(c),
     startedAt: c.startedAt,

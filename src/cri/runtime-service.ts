@@ -10,8 +10,15 @@ import { statsRpcs, type StatsDeps } from "./stats-rpcs.ts";
 import { streamingRpcs, type StreamingRpcDeps } from "./streaming-rpcs.ts";
 import { containerRpcs, type ContainerRpcDeps } from "./container-rpcs.ts";
 import { metricsRpcs, type MetricsRpcDeps } from "./metrics-rpcs.ts";
+import { containerEventRpcs, type ContainerEventRpcDeps } from "./container-events-rpcs.ts";
 
-export type RuntimeServiceDeps = RuntimeInfoDeps & SandboxRpcDeps & StatsDeps & ContainerRpcDeps & StreamingRpcDeps & MetricsRpcDeps;
+export type RuntimeServiceDeps = RuntimeInfoDeps &
+  SandboxRpcDeps &
+  StatsDeps &
+  ContainerRpcDeps &
+  StreamingRpcDeps &
+  MetricsRpcDeps &
+  ContainerEventRpcDeps;
 
 export function runtimeServiceRpcs(deps: RuntimeServiceDeps): HandlerTable {
   return {
@@ -21,5 +28,6 @@ export function runtimeServiceRpcs(deps: RuntimeServiceDeps): HandlerTable {
     ...streamingRpcs(deps),
     ...containerRpcs(deps),
     ...metricsRpcs(deps),
+    ...containerEventRpcs(deps),
   };
 }

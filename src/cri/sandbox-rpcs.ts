@@ -10,7 +10,9 @@ import { invalidArgument } from "../errors.ts";
 import { sendInBatches } from "./list-stream.ts";
 import type { SandboxManager } from "../runtime/sandbox/manager.ts";
 import type { SandboxSpec, SeccompSpec } from "../runtime/sandbox/spec.ts";
-import type { SandboxNamespaces, SandboxSummary } from "../runtime/sandbox/record.ts";
+import type { SandboxNamespaces, SandboxStatusInfo, SandboxSummary } from "../runtime/sandbox/record.ts";
+import type { ContainerInfo } from "../runtime/container/spec.ts";
+import { statusToCri } from "./container-rpcs.ts";
 import type { NamespaceMode as ViewNamespaceMode } from "../runtime/sandbox/view.ts";
 import type { PortProtocol } from "../network/plugin.ts";
 import { recordPodResources } from "../runtime/sandbox/pod-resources.ts";
@@ -18,6 +20,12 @@ import type { LinuxResourcesRecord } from "../runtime/sandbox/record.ts";
 
 export interface SandboxRpcDeps {
   sandboxes: SandboxManager;
+  /**
+   * With evented PLEG on, kubelet takes a pod's container statuses from
+   * PodSandboxStatus (when it carries a timestamp) instead of asking for
+   * each; cridock includes them while a GetContainerEvents client listens.
+   */
+  sandboxContainers?: { wanted(): boolean; statuses(sandboxId: string): Promise<ContainerInfo[]> };
 }
 
 const MODE_TO_VIEW: Record<number, ViewNamespaceMode> = {
@@ -128,7 +136,17 @@ export function linuxResourcesRecord(r: cri.LinuxContainerResources | null | und
   };
 }
 
-export function sandboxRpcs({ sandboxes }: SandboxRpcDeps): HandlerTable {
+/** PodSandboxStatus.status (also sent in GetContainerEvents). */
+export function sandboxStatusToCri(s: SandboxStatusInfo): cri.PodSandboxStatus {
+  const [primary, ...additional] = s.ips;
+  return {
+    ...toPodSandbox(s),
+    network: { ip: primary ?? "", additionalIps: additional.map((ip) => ({ ip })) },
+    linux: { namespaces: { options: namespaceOptions(s.namespaces) } },
+  };
+}
+
+export function sandboxRpcs({ sandboxes, sandboxContainers }: SandboxRpcDeps): HandlerTable {
   const listPodSandboxes = async (f: cri.PodSandboxFilter | null | undefined): Promise<cri.PodSandbox[]> => {
     const items = await sandboxes.list({
       id: f?.id || undefined,
@@ -155,17 +173,16 @@ export function sandboxRpcs({ sandboxes }: SandboxRpcDeps): HandlerTable {
     },
 
     async PodSandboxStatus(request: cri.PodSandboxStatusRequest): Promise<cri.PodSandboxStatusResponse> {
+      // Stamped before anything is read, so the stamp never claims more than the statuses show.
+      const timestamp = BigInt(Date.now()) * 1_000_000n;
       const s = await sandboxes.status(request.podSandboxId ?? "");
-      const [primary, ...additional] = s.ips;
+      const withContainers = sandboxContainers?.wanted() ?? false;
+      const containers = withContainers ? await sandboxContainers!.statuses(s.id) : [];
       return {
-        status: {
-          ...toPodSandbox(s),
-          network: { ip: primary ?? "", additionalIps: additional.map((ip) => ({ ip })) },
-          linux: { namespaces: { options: namespaceOptions(s.namespaces) } },
-        },
+        status: sandboxStatusToCri(s),
         info: request.verbose ? { info: JSON.stringify(s.info) } : {},
-        containersStatuses: [],
-        timestamp: 0n,
+        containersStatuses: containers.map(statusToCri),
+        timestamp: withContainers ? timestamp : 0n,
       };
     },
 

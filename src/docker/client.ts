@@ -8,12 +8,17 @@
  *   long-lived stream, and honours the caller's AbortSignal.
  * - Failures become DockerError (HTTP status kept) or UNAVAILABLE when the
  *   socket does not answer, so callers never see raw undici errors.
+ * - Requests that hold their connection for long (log follows, the event
+ *   stream, waits, stops with a grace period, pulls, hijacked exec/attach)
+ *   use a pool of their own. On one shared, bounded pool, thirty followed
+ *   logs plus thirty pod deletions each stopping for their grace period
+ *   filled every connection, and quick calls (/version, /_ping, inspects)
+ *   queued behind them until kubelet gave up on them.
  */
 import { Pool, errors as undiciErrors, type Dispatcher } from "undici";
 import type { Duplex, Readable } from "node:stream";
-import { setTimeout as sleep } from "node:timers/promises";
 import { ContainerListCache } from "./list-cache.ts";
-import { jsonLines } from "./stream.ts";
+import { ContainerEventStream } from "./events.ts";
 
 type UpgradeRequest = Dispatcher.UpgradeOptions & { body?: string };
 import { CridockError } from "../errors.ts";
@@ -45,7 +50,7 @@ export interface DockerClientOptions {
   /** Default deadline of a request, in milliseconds; 0 means none. */
   requestTimeoutMs: number;
   logger: Logger;
-  /** Concurrent connections to dockerd. */
+  /** Concurrent connections to dockerd for quick requests (long-held ones have their own pool). */
   connections?: number;
   /**
    * Serve container lists that filter on this label from a snapshot kept
@@ -70,6 +75,12 @@ export interface RequestOptions {
   timeoutMs?: number;
   /** Path without the /vX.Y prefix (only /_ping and /version are used so). */
   unversioned?: boolean;
+  /**
+   * The request may hold its connection for long (a stop with a grace
+   * period); implied by timeoutMs 0. Such requests never take a connection
+   * of the quick pool.
+   */
+  long?: boolean;
 }
 
 export interface RawResponse {
@@ -90,12 +101,16 @@ const CONNECTION_ERRORS = new Set(["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIP
 export class DockerClient {
   readonly socketPath: string;
   private readonly pool: Pool;
+  /** For requests that hold a connection for long; unbounded, as each belongs to a container or a call. */
+  private readonly longPool: Pool;
   private readonly timeoutMs: number;
   private readonly log: Logger;
   private negotiated: Promise<string> | undefined;
   private readonly listCache: ContainerListCache | undefined;
   private eventWatch: AbortController | undefined;
   private readonly onRequest: DockerRequestObserver | undefined;
+  /** Docker's container events, followed once watchContainerEvents() is called. */
+  readonly events: ContainerEventStream;
 
   constructor(options: DockerClientOptions) {
     this.socketPath = socketPathOf(options.endpoint);
@@ -110,6 +125,17 @@ export class DockerClient {
       headersTimeout: 0,
       bodyTimeout: 0,
     });
+    this.longPool = new Pool("http://docker", {
+      socketPath: this.socketPath,
+      connections: null,
+      keepAliveTimeout: 30_000,
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+    this.events = new ContainerEventStream(
+      async (query, signal) => (await this.raw("GET", "/events", { query, timeoutMs: 0, signal })).body,
+      this.log,
+    );
     const scopeLabel = options.listCacheScopeLabel;
     if (scopeLabel) {
       this.listCache = new ContainerListCache({
@@ -146,42 +172,21 @@ export class DockerClient {
   }
 
   async close(): Promise<void> {
-    this.eventWatch?.abort();
-    await this.pool.close();
+    this.events.stop();
+    await Promise.all([this.pool.close(), this.longPool.close()]);
   }
 
   /**
-   * Keeps the container list cache honest: follows `GET /events` for
-   * container events, reconnecting after dockerd restarts. Without a cache
-   * configured it does nothing.
+   * Follows Docker's container events, reconnecting after dockerd restarts;
+   * they keep the container list cache honest and feed GetContainerEvents.
    */
   watchContainerEvents(): void {
     const cache = this.listCache;
-    if (!cache || this.eventWatch) return;
-    const control = new AbortController();
-    this.eventWatch = control;
-    const follow = async () => {
-      while (!control.signal.aborted) {
-        // Docker answers before it subscribes; replaying from just before the
-        // request covers anything that happened in between.
-        const since = Math.floor(Date.now() / 1000) - 2;
-        try {
-          const response = await this.raw("GET", "/events", {
-            query: { since, filters: JSON.stringify({ type: ["container"] }) },
-            timeoutMs: 0,
-            signal: control.signal,
-          });
-          cache.setConnected(true);
-          this.log.debug("following container events");
-          for await (const _event of jsonLines(response.body)) cache.invalidate();
-        } catch (err) {
-          if (!control.signal.aborted) this.log.debug({ err }, "container event stream failed; retrying");
-        }
-        cache.setConnected(false);
-        await sleep(1000, undefined, { signal: control.signal }).catch(() => undefined);
-      }
-    };
-    void follow();
+    if (cache) {
+      this.events.onConnection((connected) => cache.setConnected(connected));
+      this.events.subscribe(() => cache.invalidate());
+    }
+    this.events.start();
   }
 
   private async path(path: string, options: RequestOptions): Promise<string> {
@@ -218,7 +223,8 @@ export class DockerClient {
     const started = performance.now();
     try {
       const { body, headers } = this.encodeBody(options);
-      const response = await this.pool.request({
+      const long = options.long || options.timeoutMs === 0;
+      const response = await (long ? this.longPool : this.pool).request({
         method: method as "GET",
         path: await this.path(path, options),
         headers,
@@ -271,7 +277,7 @@ export class DockerClient {
         body: body as string | undefined,
         signal,
       };
-      const { socket } = await (this.pool.upgrade(request) as Promise<Dispatcher.UpgradeData>);
+      const { socket } = await (this.longPool.upgrade(request) as Promise<Dispatcher.UpgradeData>);
       this.onRequest?.("POST", path, (performance.now() - started) / 1000, { statusCode: 101 });
       return socket;
     } catch (err) {
@@ -347,6 +353,7 @@ export class DockerClient {
     await this.json("POST", `/containers/${encodeURIComponent(id)}/stop`, {
       query: { t: seconds, signal },
       timeoutMs: this.timeoutMs > 0 ? this.timeoutMs + seconds * 1000 : 0,
+      long: true,
     });
   }
 

@@ -1,12 +1,19 @@
 /**
  * Runtime identity and health: what Version, Status and RuntimeConfig report.
- * RuntimeReady is a live ping of dockerd, so Status turns false while dockerd
- * is down and true again when it is back, with no restart of cridock.
+ *
+ * Version and Status answer from memory while Docker's event stream is
+ * connected (a connected stream is a live dockerd): kubelet calls them on
+ * every sync loop and on timers, and they must not wait behind whatever else
+ * cridock asks of dockerd. dockerd's version is read once per stream epoch
+ * (a restarted daemon may be another version). While the stream is down,
+ * both ask dockerd live, so Status turns false while dockerd is down and
+ * true again when it is back, with no restart of cridock.
  */
 import type { DockerClient } from "../docker/client.ts";
 import { describeCause } from "../errors.ts";
 import type { NetworkReadinessSource } from "../network/plugin.ts";
 import { compareApiVersions } from "../docker/api-version.ts";
+import type { DockerInfo } from "../docker/types.ts";
 
 export const RUNTIME_NAME = "docker";
 
@@ -24,20 +31,53 @@ export interface RuntimeHandlerInfo {
 }
 
 export class RuntimeStatus {
+  private version: { epoch: number; text: Promise<string> } | undefined;
+  private info: { epoch: number; value: Promise<DockerInfo> } | undefined;
+
   constructor(
     private readonly docker: DockerClient,
     private readonly network: NetworkReadinessSource,
   ) {}
 
+  /** Whether the event stream vouches for dockerd (and which epoch of it). */
+  private live(): number | undefined {
+    return this.docker.events.connected ? this.docker.events.epoch : undefined;
+  }
+
   /** dockerd's version string, e.g. "20.10.24+dfsg1". */
   async runtimeVersion(): Promise<string> {
-    return (await this.docker.version()).Version;
+    const epoch = this.live();
+    if (epoch === undefined) return (await this.docker.version()).Version;
+    if (this.version?.epoch !== epoch) {
+      const text = this.docker.version().then((v) => v.Version);
+      const entry = { epoch, text };
+      this.version = entry;
+      text.catch(() => {
+        if (this.version === entry) this.version = undefined;
+      });
+    }
+    return this.version.text;
+  }
+
+  /** `docker info`, cached like the version (runtime handlers and the cgroup driver come from it). */
+  private dockerInfo(): Promise<DockerInfo> {
+    const epoch = this.live();
+    if (epoch === undefined) return this.docker.info();
+    if (this.info?.epoch !== epoch) {
+      const value = this.docker.info();
+      const entry = { epoch, value };
+      this.info = entry;
+      value.catch(() => {
+        if (this.info === entry) this.info = undefined;
+      });
+    }
+    return this.info.value;
   }
 
   async conditions(): Promise<Condition[]> {
     let runtime: Condition;
     try {
-      await this.docker.ping();
+      if (this.live() === undefined) await this.docker.ping();
       runtime = { type: "RuntimeReady", status: true, reason: "", message: "" };
     } catch (err) {
       runtime = {
@@ -58,7 +98,7 @@ export class RuntimeStatus {
   }
 
   async cgroupDriver(): Promise<"systemd" | "cgroupfs"> {
-    const info = await this.docker.info();
+    const info = await this.dockerInfo();
     return info.CgroupDriver === "systemd" ? "systemd" : "cgroupfs";
   }
 
@@ -67,7 +107,7 @@ export class RuntimeStatus {
    * mounts need Engine API 1.44 (ReadOnlyForceRecursive) and kernel 5.12.
    */
   async runtimeHandlers(): Promise<RuntimeHandlerInfo[]> {
-    const [info, api] = await Promise.all([this.docker.info(), this.docker.apiVersion()]);
+    const [info, api] = await Promise.all([this.dockerInfo(), this.docker.apiVersion()]);
     const rro = compareApiVersions(api, "1.44") >= 0 && kernelAtLeast(info.KernelVersion ?? "", 5, 12);
     const names = ["", ...Object.keys(info.Runtimes ?? {}).sort()];
     return names.map((name) => ({ name, recursiveReadOnlyMounts: rro, userNamespaces: false }));

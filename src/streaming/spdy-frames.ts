@@ -231,6 +231,13 @@ export interface ParserLimits {
    * data frame for a stream nobody opened is refused at once).
    */
   acceptData?: (streamId: number, length: number) => boolean;
+  /**
+   * Told of each SYN_STREAM as soon as it is parsed, before the frames after
+   * it in the same chunk are vetted: a peer may send a stream's SYN_STREAM
+   * and its first data in one write (and a proxy such as kubelet's merges
+   * writes), so acceptData must already know the stream.
+   */
+  announced?: (streamId: number) => void;
 }
 
 export const DEFAULT_LIMITS: ParserLimits = { maxControlPayload: 256 * 1024, maxDataPayload: MAX_FRAME_PAYLOAD };
@@ -267,7 +274,9 @@ export class SpdyFrameParser {
       }
       if (this.buffered < FRAME_HEADER_BYTES + length) break;
       const frame = this.take(FRAME_HEADER_BYTES + length);
-      frames.push(parseFrame(frame.subarray(0, FRAME_HEADER_BYTES), frame.subarray(FRAME_HEADER_BYTES)));
+      const parsed = parseFrame(frame.subarray(0, FRAME_HEADER_BYTES), frame.subarray(FRAME_HEADER_BYTES));
+      if (parsed.kind === "syn_stream") this.limits.announced?.(parsed.streamId);
+      frames.push(parsed);
     }
     return frames;
   }

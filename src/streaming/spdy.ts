@@ -93,6 +93,7 @@ export class SpdySession extends EventEmitter implements StreamSink {
       maxDataPayload: DEFAULT_LIMITS.maxDataPayload,
       // Stream ids only grow: data beyond the last SYN_STREAM (or on stream 0) is garbage.
       acceptData: (streamId) => streamId !== 0 && streamId <= this.highestAnnouncedStreamId,
+      announced: (streamId) => (this.highestAnnouncedStreamId = Math.max(this.highestAnnouncedStreamId, streamId)),
     });
     this.decompressor = new HeaderDecompressor(options.maxHeaderBlock);
     socket.on("data", (chunk: Buffer) => this.onBytes(chunk));
@@ -149,10 +150,7 @@ export class SpdySession extends EventEmitter implements StreamSink {
   private onBytes(chunk: Buffer): void {
     if (this.closed) return;
     try {
-      for (const frame of this.parser.push(chunk)) {
-        if (frame.kind === "syn_stream") this.highestAnnouncedStreamId = Math.max(this.highestAnnouncedStreamId, frame.streamId);
-        this.inbox.push(frame);
-      }
+      for (const frame of this.parser.push(chunk)) this.inbox.push(frame);
     } catch (err) {
       this.protocolError(err);
       return;

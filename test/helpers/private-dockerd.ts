@@ -6,6 +6,9 @@
  * It must not run with --bridge=none: a dockerd started that way deletes the
  * host's docker0 link, breaking the node's own dockerd. It gets a bridge of
  * its own instead, created here and deleted by destroy().
+ *
+ * The binary is `dockerd` on PATH unless CRIDOCK_TEST_DOCKERD_BIN (or the
+ * `binary` option) names another engine build.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -43,11 +46,20 @@ function ip(...args: string[]): { ok: boolean; stderr: string } {
   return { ok: res.status === 0, stderr: res.stderr };
 }
 
-export async function privateDockerd(): Promise<PrivateDockerd> {
+export interface PrivateDockerdOptions {
+  /** Docker's own bridge (default PRIVATE_BRIDGE); give each concurrent daemon its own. */
+  bridge?: string;
+  /** dockerd binary; default $CRIDOCK_TEST_DOCKERD_BIN or `dockerd` on PATH. */
+  binary?: string;
+}
+
+export async function privateDockerd(options: PrivateDockerdOptions = {}): Promise<PrivateDockerd> {
+  const bridge = options.bridge ?? PRIVATE_BRIDGE;
+  const binary = options.binary ?? (process.env.CRIDOCK_TEST_DOCKERD_BIN || "dockerd");
   const dir = await mkdtemp(join(tmpdir(), "cridock-dockerd-"));
-  if (!ip("link", "show", PRIVATE_BRIDGE).ok) {
-    const added = ip("link", "add", PRIVATE_BRIDGE, "type", "bridge");
-    if (!added.ok) throw new Error(`cannot create bridge ${PRIVATE_BRIDGE}: ${added.stderr}`);
+  if (!ip("link", "show", bridge).ok) {
+    const added = ip("link", "add", bridge, "type", "bridge");
+    if (!added.ok) throw new Error(`cannot create bridge ${bridge}: ${added.stderr}`);
   }
   const socketPath = join(dir, "docker.sock");
   let child: ChildProcess | undefined;
@@ -58,13 +70,13 @@ export async function privateDockerd(): Promise<PrivateDockerd> {
     endpoint: `unix://${socketPath}`,
     async start() {
       child = spawn(
-        "dockerd",
+        binary,
         [
           `--host=unix://${socketPath}`,
           `--data-root=${join(dir, "data")}`,
           `--exec-root=${join(dir, "exec")}`,
           `--pidfile=${join(dir, "docker.pid")}`,
-          `--bridge=${PRIVATE_BRIDGE}`,
+          `--bridge=${bridge}`,
           "--iptables=false",
           "--ip-masq=false",
           "--ip-forward=false",
@@ -89,7 +101,7 @@ export async function privateDockerd(): Promise<PrivateDockerd> {
     },
     async destroy() {
       await self.stop();
-      ip("link", "delete", PRIVATE_BRIDGE);
+      ip("link", "delete", bridge);
       // The data root holds overlay mounts only if containers ran; none do here.
       await rm(dir, { recursive: true, force: true }).catch(async () => {
         const pid = await readFile(join(dir, "docker.pid"), "utf8").catch(() => "");

@@ -155,3 +155,17 @@ t.test("goAway lets queued frames out, then closes once streams finish", async (
   t.ok(client.received(id).fin);
   t.same(FLAG_FIN, 1);
 });
+
+t.test("a SYN_STREAM and its first data in one write (as kubelet's proxy delivers them)", async (t) => {
+  const { HeaderCompressor } = await import("../../src/streaming/spdy-zlib.ts");
+  const { encodeHeaderBlock, encodeSynStream } = await import("../../src/streaming/spdy-frames.ts");
+  const got: Buffer[] = [];
+  const { client, session } = setup(t, (s) => s.on("data", (d: Buffer) => got.push(d)));
+  const compressor = new HeaderCompressor();
+  t.teardown(() => compressor.close());
+  const block = await compressor.compress(encodeHeaderBlock({ streamtype: "data", port: "80" }));
+  client.raw(Buffer.concat([encodeSynStream(1, block, 0), encodeData(1, Buffer.from("GET / HTTP/1.0\r\n\r\n"), 0)]));
+  await client.waitFor(() => Buffer.concat(got).length > 0);
+  t.equal(Buffer.concat(got).toString(), "GET / HTTP/1.0\r\n\r\n", "the data reaches the stream");
+  t.notOk(session.isClosed, "the session is not ended as a protocol error");
+});

@@ -153,7 +153,8 @@ export class SandboxManager implements SandboxLookup {
       const record: SandboxRecord = {
         id,
         spec,
-        // Replaced by Docker's create time once started; never unset, so every listed sandbox has one.
+        // Listed from the moment the checkpoint exists, so it needs a creation
+        // time already: ours until Docker's own is read after the start.
         createdAt: (BigInt(Date.now()) * 1_000_000n).toString(),
         phase: "creating",
         hostNetwork,
