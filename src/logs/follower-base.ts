@@ -127,14 +127,22 @@ export abstract class FollowerBase<Mark = undefined> {
   }
 }
 
-/** Waits `ms`, or less when `signal` aborts. */
+/**
+ * Waits `ms`, or less when `signal` aborts. The abort listener is removed when
+ * the timer fires: a follower waits thousands of times on one signal, and
+ * listeners left behind would pile up on it.
+ */
 export function delay(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
+    const onAbort = () => {
       clearTimeout(timer);
       resolve();
-    }, { once: true });
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
   });
 }
