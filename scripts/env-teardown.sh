@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Undoes scripts/env-setup.sh and scripts/run-cridock.sh: stops the daemons
 # they started (by pid file: a dockerd or registry that was already running
-# is left alone), removes the default CNI config run-cridock.sh installed if
+# is left alone) including the Engine 29 test setups and their bridges, removes the default CNI config run-cridock.sh installed if
 # it is unchanged, and deletes the bridges cridock's tests and default
-# network created. Installed packages, the cri-tools cache, registry storage
-# and the auth registry's password stay, so the next setup is fast.
+# network created. Installed packages, the tools cache (cri-tools, Engine
+# 29), registry storage, the engines' data roots and the auth registry's
+# password stay, so the next setup is fast.
 #
 # Usage: env-teardown.sh [--purge]   --purge also removes /var/lib/cridock-env.
 set -euo pipefail
@@ -61,6 +62,8 @@ main() {
   require_root
   local purge=0
   [[ "${1:-}" == "--purge" ]] && purge=1
+  # The Engine 29 test setups (their pid files say whether we started them).
+  bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" stop
   stop_daemon registry-auth
   stop_daemon registry
   # A dockerd we did not start has no pid file and is not touched.
