@@ -88,10 +88,10 @@ export async function createBody(
   imageId: string,
   targetId: string,
   options: CreateOptions,
-  apiVersion: string,
+  engine: { apiVersion: string; relabels: boolean },
 ): Promise<ContainerCreateBody> {
   const logPath = fullLogPath(view, spec);
-  const mounts = await dockerMountsFor(spec.mounts, apiVersion);
+  const mounts = await dockerMountsFor(spec.mounts, engine.apiVersion, engine.relabels);
   const security = spec.security ? await securityHostConfig(spec.security, options.host ?? hostSecurity) : undefined;
   const sandboxMode = `container:${view.id}`;
   const host: HostConfig = {

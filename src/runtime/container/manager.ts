@@ -65,7 +65,11 @@ export class ContainerManager {
       if (!target) throw notFound(`target container ${spec.security.targetId} of the PID namespace does not exist`);
       targetId = target.Id;
     }
-    const body = await createBody(spec, view, image.id, targetId, this.options, await this.docker.apiVersion());
+    // Docker relabels for SELinux only when its SELinux support is on; asked only when a mount wants it.
+    const relabels = spec.mounts.some((m) => m.selinuxRelabel)
+      ? ((await this.docker.info()).SecurityOptions ?? []).some((o) => o.includes("name=selinux"))
+      : false;
+    const body = await createBody(spec, view, image.id, targetId, this.options, { apiVersion: await this.docker.apiVersion(), relabels });
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await this.createNamed(name, body);
     this.log.info({ container: id, name, sandbox: view.id }, "created container");

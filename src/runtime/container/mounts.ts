@@ -11,7 +11,9 @@
  * directory (CreateMountpoint) as Binds do; older engines get Binds, and
  * recursive read-only is refused there. A mount that asks for SELinux
  * relabelling stays a Bind (`z` exists only there), with Docker's own
- * meaning of `ro` on that engine.
+ * meaning of `ro` on that engine, when the engine relabels at all (its info
+ * lists "name=selinux"); elsewhere `z` does nothing and the request is
+ * carried out like any other mount (critest asks for it on every host).
  *
  * A host path that is a symlink is resolved first, since the kernel would
  * otherwise mount the link's target under a name Docker never checked;
@@ -67,11 +69,11 @@ export interface DockerMounts {
 }
 
 /**
- * Docker Binds and Mounts for the mounts on an engine speaking `apiVersion`,
- * host symlinks resolved. Throws UNIMPLEMENTED for recursive read-only on an
+ * Docker Binds and Mounts for the mounts on an engine speaking `apiVersion`
+ * (and relabelling for SELinux, or not), host symlinks resolved. Throws UNIMPLEMENTED for recursive read-only on an
  * engine older than 1.44.
  */
-export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: string): Promise<DockerMounts> {
+export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: string, engineRelabels: boolean): Promise<DockerMounts> {
   const mountApi = compareApiVersions(apiVersion, READ_ONLY_BIND_OPTIONS_API) >= 0;
   const result: DockerMounts = { binds: [], mounts: [] };
   for (const m of mounts) {
@@ -83,7 +85,8 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
     // A missing host path is created by Docker (as a directory), like dockershim did.
     const source = await realpath(m.hostPath).catch(() => m.hostPath);
     if (source.includes(":")) throw invalidArgument(`mount host_path ${m.hostPath} resolves to "${source}", which contains ":"`);
-    if (mountApi && !m.selinuxRelabel) {
+    const relabel = m.selinuxRelabel && engineRelabels;
+    if (mountApi && !relabel) {
       result.mounts.push({
         Type: "bind",
         Source: source,
@@ -99,7 +102,7 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
       continue;
     }
     const options = [m.readonly ? "ro" : "rw", PROPAGATION[m.propagation]];
-    if (m.selinuxRelabel) options.push("z");
+    if (relabel) options.push("z");
     result.binds.push(`${source}:${m.containerPath}:${options.join(",")}`);
   }
   return result;

@@ -50,6 +50,8 @@ t.test("readonly mounts: non-recursive by default, recursive only when asked and
 
   const plain = await runToExit(pod, "ro-plain", probe, mount({}));
   t.equal(plain, "top=ro\nsub=rw", "readonly is the mount itself only: the tmpfs below stays writable");
+  const relabel = await runToExit(pod, "ro-relabel", probe, mount({ selinuxRelabel: true }));
+  t.equal(relabel, "top=ro\nsub=rw", "the same with selinux_relabel (as critest asks) on an engine without SELinux");
 
   const status = await h.client.call("Status", { verbose: false });
   const handler = (status.runtimeHandlers as { name: string; features?: { recursiveReadOnlyMounts?: boolean } }[]).find((r) => r.name === "");

@@ -11,10 +11,10 @@ const mount = (over: Partial<MountSpec> = {}): MountSpec => ({
 });
 
 t.test("engines before API 1.44 get Binds, whose ro is non-recursive there", async (t) => {
-  const out = await dockerMountsFor([mount({ readonly: true }), mount({ containerPath: "/w", propagation: "host-to-container" })], "1.41");
+  const out = await dockerMountsFor([mount({ readonly: true }), mount({ containerPath: "/w", propagation: "host-to-container" })], "1.41", false);
   t.same(out.binds, ["/nonexistent-cridock-unit/data:/data:ro,rprivate", "/nonexistent-cridock-unit/data:/w:rw,rslave"]);
   t.same(out.mounts, []);
-  await t.rejects(dockerMountsFor([mount({ readonly: true, recursiveReadOnly: true })], "1.43"), {
+  await t.rejects(dockerMountsFor([mount({ readonly: true, recursiveReadOnly: true })], "1.43", false), {
     code: "UNIMPLEMENTED",
     message: /API 1\.44; this engine speaks 1\.43/,
   });
@@ -24,6 +24,7 @@ t.test("API 1.44 and newer: Mount API binds that say which read-only is meant", 
   const out = await dockerMountsFor(
     [mount({ readonly: true }), mount({ containerPath: "/rro", readonly: true, recursiveReadOnly: true }), mount({ containerPath: "/rw", propagation: "bidirectional" })],
     "1.47",
+    false,
   );
   t.same(out.binds, []);
   t.same(out.mounts, [
@@ -33,10 +34,15 @@ t.test("API 1.44 and newer: Mount API binds that say which read-only is meant", 
   ]);
 });
 
-t.test("SELinux relabelling stays a Bind (only Binds carry z)", async (t) => {
-  const out = await dockerMountsFor([mount({ selinuxRelabel: true, readonly: true })], "1.56");
+t.test("SELinux relabelling stays a Bind (only Binds carry z) where the engine relabels", async (t) => {
+  const out = await dockerMountsFor([mount({ selinuxRelabel: true, readonly: true })], "1.56", true);
   t.same(out.binds, ["/nonexistent-cridock-unit/data:/data:ro,rprivate,z"]);
   t.same(out.mounts, []);
+  const none = await dockerMountsFor([mount({ selinuxRelabel: true, readonly: true })], "1.56", false);
+  t.same(none.binds, [], "an engine without SELinux support would ignore z: the mount keeps its exact read-only meaning");
+  t.equal(none.mounts[0]?.BindOptions?.ReadOnlyNonRecursive, true);
+  const old = await dockerMountsFor([mount({ selinuxRelabel: true, readonly: true })], "1.41", false);
+  t.same(old.binds, ["/nonexistent-cridock-unit/data:/data:ro,rprivate"]);
 });
 
 t.test("recursive read-only is checked before the engine is asked", async (t) => {
