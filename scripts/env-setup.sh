@@ -6,6 +6,11 @@
 # upstream names (scripts/lib/env-mirror.sh), and builds, loads and pushes
 # the test images.
 #
+# With --with-test-engines it also builds (once, cached) and starts the
+# Docker Engine 29 setups the test suite runs on beside the node's dockerd
+# (scripts/test-engines.sh); scripts/test.sh asks for that, run-cridock.sh
+# does not.
+#
 # Idempotent: a second run finds everything in place and changes nothing.
 # Quiet unless it does something or something is wrong. Logs go to
 # /var/log/cridock-env, state to /var/lib/cridock-env, pid files of what it
@@ -158,6 +163,12 @@ build_test_images() {
 }
 
 main() {
+  local engines=0
+  case "${1:-}" in
+    "") ;;
+    --with-test-engines) engines=1 ;;
+    *) die "usage: env-setup.sh [--with-test-engines]" ;;
+  esac
   require_root
   mkdir -p "$ENV_STATE_DIR" "$ENV_LOG_DIR" "$ENV_RUN_DIR"
   install_missing_packages
@@ -169,6 +180,9 @@ main() {
   ensure_mirror_registry
   ensure_unpacked_packages
   build_test_images
+  if ((engines)); then
+    bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" start
+  fi
 }
 
 main "$@"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Undoes scripts/env-setup.sh and scripts/run-cridock.sh: stops the daemons
 # they started (by pid file: a dockerd or registry that was already running
-# is left alone), takes back the mirror registry's host changes (its
-# /etc/hosts line and its CA in /etc/docker/certs.d), removes the default CNI config run-cridock.sh installed if
+# is left alone) including the Engine 29 test setups and their bridges, takes
+# back the mirror registry's host changes (its /etc/hosts line and its CA in
+# /etc/docker/certs.d), removes the default CNI config run-cridock.sh installed if
 # it is unchanged, and deletes the bridges cridock's tests and default
-# network created. Installed packages, the cri-tools cache, registry storage
-# and the auth registry's password stay, so the next setup is fast.
+# network created. Installed packages, the tools cache (cri-tools, Engine
+# 29), registry storage, the engines' data roots and the auth registry's
+# password stay, so the next setup is fast.
 #
 # Usage: env-teardown.sh [--purge]   --purge also removes /var/lib/cridock-env.
 set -euo pipefail
@@ -65,6 +67,8 @@ main() {
   local purge=0
   [[ "${1:-}" == "--purge" ]] && purge=1
   remove_mirror_registry
+  # The Engine 29 test setups (their pid files say whether we started them).
+  bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" stop
   stop_daemon registry-auth
   stop_daemon registry
   # A dockerd we did not start has no pid file and is not touched.

@@ -1,8 +1,9 @@
 /**
  * Adds up the results of the test suites scripts/test.sh ran: TAP streams
  * of the tap suites and the conformance runner's JSON counts. Prints one
- * line per suite, the failed tests, and last a line exactly
- * "N passed, N failed". Exits 1 if anything failed.
+ * line per suite, the failed tests, one line per engine setup (suites named
+ * "suite@engine" by scripts/test.sh), and last a line exactly
+ * "N passed, N failed" over all of them. Exits 1 if anything failed.
  *
  * Usage: tsx scripts/test-summary.ts [--tap NAME=FILE]... [--counts NAME=FILE]...
  *          [--exit-status NAME=CODE]... [--failed NAME=REASON]...
@@ -25,6 +26,12 @@ function readCounts(file: string): TapCounts {
     skipped: parsed.skipped ?? 0,
     failures: parsed.failures ?? [],
   };
+}
+
+/** "integration@docker29" and "integration@docker29 runner" → "docker29"; no engine in the name → undefined. */
+function engineOf(suiteName: string): string | undefined {
+  const at = suiteName.lastIndexOf("@");
+  return at < 0 ? undefined : suiteName.slice(at + 1).split(" ")[0];
 }
 
 function main(): number {
@@ -59,11 +66,23 @@ function main(): number {
   }
   let passed = 0;
   let failed = 0;
+  const engines = new Map<string, TapCounts>();
   for (const [name, counts] of suites) {
     passed += counts.passed;
     failed += counts.failed;
     console.log(`# ${name}: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`);
     for (const failure of counts.failures) console.log(`#   FAILED ${failure}`);
+    const engine = engineOf(name);
+    if (engine) {
+      const total = engines.get(engine) ?? { passed: 0, failed: 0, skipped: 0, failures: [] };
+      total.passed += counts.passed;
+      total.failed += counts.failed;
+      total.skipped += counts.skipped;
+      engines.set(engine, total);
+    }
+  }
+  for (const [engine, total] of engines) {
+    console.log(`# engine ${engine}: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped`);
   }
   console.log(`${passed} passed, ${failed} failed`);
   return failed === 0 ? 0 : 1;

@@ -6,8 +6,17 @@
 # minutes), the kubelet end-to-end tests (twice: kubelet's generic PLEG, then
 # evented PLEG), the Deno tests (the smoke tests, then the critest focus
 # against cridock under Deno) and the critest conformance runs. Ends with one
-# line "N passed, N failed" (tap test points plus critest specs) and exits
-# non-zero if anything failed.
+# line "N passed, N failed" (tap test points plus critest specs, of every
+# engine) and exits non-zero if anything failed.
+#
+# The suites run against three engine setups (tests pick the engine from
+# CRIDOCK_TEST_DOCKER_ENDPOINT):
+#   docker29            Docker Engine 29, classic image store: the primary, every suite;
+#   docker29-containerd Engine 29 with the containerd image store: the integration
+#                       tests of images, stats and mounts, and critest;
+#   docker20.10         Debian's 20.10 on /var/run/docker.sock, the oldest supported:
+#                       the integration tests and critest.
+# CRIDOCK_TEST_ENGINES (space-separated names) limits the run to some of them.
 #
 # Usage: scripts/test.sh [unit|integration|faults|e2e|deno|conformance]...   (default: all, in that order)
 set -euo pipefail
@@ -17,28 +26,53 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 
 RESULTS_DIR=""
 SUMMARY_ARGS=()
+ALL_ENGINES=(docker29 docker29-containerd docker20.10)
+PRIMARY_ENGINE=docker29
+# The integration tests the containerd image store adds something to: images, stats, mounts.
+CONTAINERD_STORE_TESTS=(test/integration/images test/integration/stats test/integration/containers/engine-features.test.ts)
+ENGINES=()
 # Set around a run_tap_suite call: the test directory when it differs from
 # the suite's name, and extra environment for tap.
 SUITE_DIR=""
 SUITE_ENV=()
 
-# The test files of a suite directory (sorted, so runs are repeatable).
-suite_files() {
-  find "$CRIDOCK_REPO_ROOT/test/$1" -type f -name '*.test.ts' 2>/dev/null | sort
+engine_endpoint() {
+  case "$1" in
+    docker20.10) echo "unix://$DOCKER_SOCKET" ;;
+    *) test_engine_endpoint "$1" ;;
+  esac
 }
 
-# run_tap_suite NAME [TAP FLAGS...]: tap on test/NAME/**/*.test.ts, TAP kept for counting.
+# Which suites run on which engine setup.
+engine_runs() {
+  local engine="$1" suite="$2"
+  case "$engine:$suite" in
+    "$PRIMARY_ENGINE":*) return 0 ;;
+    *:integration | *:conformance) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+# suite_files SUITE ENGINE: the test files of a suite on an engine (sorted, so runs are repeatable).
+suite_files() {
+  local dirs=("test/$1")
+  [[ "$1" == integration && "$2" == docker29-containerd ]] && dirs=("${CONTAINERD_STORE_TESTS[@]}")
+  (cd "$CRIDOCK_REPO_ROOT" && find "${dirs[@]}" -type f -name '*.test.ts' 2>/dev/null | sort)
+}
+
+# run_tap_suite SUITE ENGINE [TAP FLAGS...]: tap on the suite's files against ENGINE, TAP kept for counting.
 run_tap_suite() {
-  local name="$1"; shift
-  local files=() status
-  mapfile -t files < <(suite_files "${SUITE_DIR:-$name}")
+  local suite="$1" engine="$2"; shift 2
+  local name="$suite@$engine" files=() status
+  mapfile -t files < <(suite_files "${SUITE_DIR:-$suite}" "$engine")
   if ((${#files[@]} == 0)); then
     echo "# $name: no test files yet"
     return 0
   fi
   echo "# ---- $name tests (${#files[@]} files)"
   set +e
-  (cd "$CRIDOCK_REPO_ROOT" && env "${SUITE_ENV[@]}" node_modules/.bin/tap --reporter=tap --no-color "$@" "${files[@]}") </dev/null | tee "$RESULTS_DIR/$name.tap"
+  (cd "$CRIDOCK_REPO_ROOT" && env "${SUITE_ENV[@]}" CRIDOCK_TEST_DOCKER_ENDPOINT="$(engine_endpoint "$engine")" \
+    node_modules/.bin/tap --reporter=tap --no-color "$@" "${files[@]}") </dev/null | tee "$RESULTS_DIR/$name.tap"
   status="${PIPESTATUS[0]}"
   set -e
   SUMMARY_ARGS+=(--tap "$name=$RESULTS_DIR/$name.tap")
@@ -52,22 +86,24 @@ run_tap_suite() {
 # cached) first; each test file starts its own private dockerd, cridock and
 # kubelet.
 run_e2e() {
+  local engine="$1"
   bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh"
   SUITE_DIR=e2e
   SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=0)
-  run_tap_suite e2e --jobs=1 --timeout=600
+  run_tap_suite e2e "$engine" --jobs=1 --timeout=600
   SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=1)
-  run_tap_suite e2e-evented-pleg --jobs=1 --timeout=600
+  run_tap_suite e2e-evented-pleg "$engine" --jobs=1 --timeout=600
   SUITE_DIR=""
   SUITE_ENV=()
 }
 
-# run_conformance NAME [critest flags...]: one critest run against a private cridock.
+# run_conformance NAME ENGINE [critest flags...]: one critest run against a private cridock on ENGINE.
 run_conformance() {
-  local name="$1"; shift
+  local name="$1@$2" engine="$2"; shift 2
   echo "# ---- $name (critest $*)"
   local status=0
-  bash "$CRIDOCK_REPO_ROOT/test/conformance/run.sh" --result-json "$RESULTS_DIR/$name.json" "$@" </dev/null || status=$?
+  CRIDOCK_TEST_DOCKER_ENDPOINT="$(engine_endpoint "$engine")" \
+    bash "$CRIDOCK_REPO_ROOT/test/conformance/run.sh" --result-json "$RESULTS_DIR/$name.json" "$@" </dev/null || status=$?
   if [[ -s "$RESULTS_DIR/$name.json" ]]; then
     SUMMARY_ARGS+=(--counts "$name=$RESULTS_DIR/$name.json")
   else
@@ -80,9 +116,23 @@ focus_regex() {
   grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$' "$CRIDOCK_REPO_ROOT/test/conformance/focus/$1.txt" | paste -sd '|'
 }
 
+choose_engines() {
+  local wanted=(${CRIDOCK_TEST_ENGINES:-${ALL_ENGINES[*]}}) engine
+  for engine in "${wanted[@]}"; do
+    [[ " ${ALL_ENGINES[*]} " == *" $engine "* ]] || die "unknown engine '$engine' in CRIDOCK_TEST_ENGINES (${ALL_ENGINES[*]})"
+    ENGINES+=("$engine")
+  done
+  ((${#ENGINES[@]} > 0)) || die "CRIDOCK_TEST_ENGINES names no engine"
+}
+
 prepare() {
   require_root
-  bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh"
+  # Engine 29 (built once into the tools cache) runs only when a chosen setup needs it.
+  if [[ " ${ENGINES[*]} " == *" docker29"* ]]; then
+    bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh" --with-test-engines
+  else
+    bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh"
+  fi
   bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
   ensure_node_modules
 }
@@ -90,30 +140,39 @@ prepare() {
 main() {
   local suites=("$@")
   ((${#suites[@]} > 0)) || suites=(unit integration faults e2e deno conformance)
+  choose_engines
   prepare
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
   # shellcheck disable=SC2064  # expand now
   trap "rm -rf '$RESULTS_DIR'" EXIT
-  local suite
+  local suite engine primary
+  # Unit, fault, kubelet and Deno tests run once, on the primary engine (or the first one chosen).
+  primary="${ENGINES[0]}"
+  [[ " ${ENGINES[*]} " == *" $PRIMARY_ENGINE "* ]] && primary="$PRIMARY_ENGINE"
   for suite in "${suites[@]}"; do
-    case "$suite" in
-      unit) run_tap_suite unit ;;
-      integration) run_tap_suite integration --jobs=1 --timeout=600 ;;
-      faults) run_tap_suite faults --jobs=1 --timeout=300 ;;
-      e2e) run_e2e ;;
-      deno)
-        run_tap_suite deno --jobs=1 --timeout=300
-        # The whole critest focus once more, against cridock started with Deno.
-        run_conformance conformance-deno --runtime deno
-        ;;
-      conformance)
-        run_conformance conformance
-        # The streaming specs again over WebSocket (kubectl's transport since 1.31).
-        run_conformance conformance-websocket -- "-ginkgo.focus=$(focus_regex streaming)" \
-          -websocket-exec -websocket-attach -websocket-portforward
-        ;;
-      *) die "unknown suite '$suite' (unit, integration, faults, e2e, deno, conformance)" ;;
-    esac
+    for engine in "${ENGINES[@]}"; do
+      if [[ "$engine" != "$primary" ]] && ! engine_runs "$engine" "$suite"; then continue; fi
+      case "$suite" in
+        unit) run_tap_suite unit "$engine" ;;
+        integration) run_tap_suite integration "$engine" --jobs=1 --timeout=600 ;;
+        faults) run_tap_suite faults "$engine" --jobs=1 --timeout=300 ;;
+        e2e) run_e2e "$engine" ;;
+        deno)
+          run_tap_suite deno "$engine" --jobs=1 --timeout=300
+          # The whole critest focus once more, against cridock started with Deno.
+          run_conformance conformance-deno "$engine" --runtime deno
+          ;;
+        conformance)
+          run_conformance conformance "$engine"
+          # The streaming specs again over WebSocket (kubectl's transport since 1.31), on the primary engine.
+          if [[ "$engine" == "$primary" ]]; then
+            run_conformance conformance-websocket "$engine" -- "-ginkgo.focus=$(focus_regex streaming)" \
+              -websocket-exec -websocket-attach -websocket-portforward
+          fi
+          ;;
+        *) die "unknown suite '$suite' (unit, integration, faults, e2e, deno, conformance)" ;;
+      esac
+    done
   done
   echo "# ---- summary"
   (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/test-summary.ts "${SUMMARY_ARGS[@]}")

@@ -5,7 +5,14 @@
  * unchanged catalog and unchanged host binaries give the same ids and
  * nothing is loaded or pushed again.
  *
- * Usage: tsx scripts/images/build.ts [--state-dir DIR]
+ * The docker CLI follows DOCKER_HOST, so the same script loads the images
+ * into any engine; --load-only leaves the registries alone (the node's
+ * engine pushed already). The containerd image store reports a manifest
+ * digest as the image id, never the config digest built here, so each
+ * engine's loads are also recorded (tag → built id and the id the engine
+ * gave it) and an image counts as loaded when either matches.
+ *
+ * Usage: tsx scripts/images/build.ts [--state-dir DIR] [--load-only]
  */
 import { execFile } from "node:child_process";
 import { request } from "node:https";
@@ -124,38 +131,61 @@ async function build(spec: ImageSpec): Promise<BuiltImage> {
 }
 
 type PushedStamp = Record<string, string>;
+/** tag → [built image id, the id the engine reports for it]. */
+type LoadedStamp = Record<string, [string, string]>;
 
-async function readStamp(path: string): Promise<PushedStamp> {
+/** One stamp file per engine: "loaded-unix-run-cridock-env-docker29-docker.sock.json". */
+function loadedStampPath(imagesDir: string): string {
+  const host = process.env.DOCKER_HOST || "unix:///var/run/docker.sock";
+  return join(imagesDir, `loaded-${host.replace(/[^A-Za-z0-9.]+/g, "-")}.json`);
+}
+
+async function readStamp<T>(path: string): Promise<Record<string, T>> {
   try {
-    return JSON.parse(await readFile(path, "utf8")) as PushedStamp;
+    return JSON.parse(await readFile(path, "utf8")) as Record<string, T>;
   } catch {
     return {};
   }
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { "state-dir": { type: "string", default: ENV_STATE_DIR } } });
+  const { values } = parseArgs({
+    options: { "state-dir": { type: "string", default: ENV_STATE_DIR }, "load-only": { type: "boolean", default: false } },
+  });
+  const loadOnly = values["load-only"]!;
   const imagesDir = join(values["state-dir"]!, "images");
   await mkdir(imagesDir, { recursive: true });
   const stampPath = join(imagesDir, "pushed.json");
-  const pushed = await readStamp(stampPath);
+  const pushed: PushedStamp = await readStamp<string>(stampPath);
+  const loadedPath = loadedStampPath(imagesDir);
+  const loaded: LoadedStamp = await readStamp<[string, string]>(loadedPath);
+  const isLoaded = (tag: string, id: string | null, built: string) =>
+    id === built || (id !== null && loaded[tag]?.[0] === built && loaded[tag]?.[1] === id);
   const credentials = CATALOG.some((s) => s.tags.some((t) => t.startsWith(`${AUTH_REGISTRY}/`))) ? await authRegistry() : null;
 
   const credentialsFor = (tag: string) => (tag.startsWith(`${AUTH_REGISTRY}/`) ? credentials : null);
 
   for (const [index, spec] of CATALOG.entries()) {
+    if (loadOnly && spec.registryOnly) continue;
     const image = await build(spec);
     const toPush: string[] = [];
-    for (const tag of spec.tags.filter(isRegistryTag)) {
+    for (const tag of loadOnly ? [] : spec.tags.filter(isRegistryTag)) {
       if (pushed[tag] !== image.id || !(await registryHas(tag, credentialsFor(tag)))) toPush.push(tag);
     }
     const ids = await Promise.all(spec.tags.map(localImageId));
-    const needsLoad = spec.registryOnly ? toPush.length > 0 : ids.some((id) => id !== image.id);
+    const needsLoad = spec.registryOnly ? toPush.length > 0 : spec.tags.some((tag, i) => !isLoaded(tag, ids[i] ?? null, image.id));
     if (needsLoad) {
       const archive = join(imagesDir, `image-${index}.tar`);
       await writeDockerArchive(archive, image, spec.tags);
       await docker(["load", "--quiet", "--input", archive]);
       await rm(archive, { force: true });
+      if (!spec.registryOnly) {
+        for (const tag of spec.tags) {
+          const id = await localImageId(tag);
+          if (id) loaded[tag] = [image.id, id];
+        }
+        await writeFile(loadedPath, JSON.stringify(loaded, null, 2) + "\n");
+      }
       console.log(`loaded ${spec.tags.join(", ")} (${image.id.slice(0, 19)})`);
     }
     for (const tag of toPush) {

@@ -14,6 +14,23 @@ CRI_TOOLS_VERSION="v1.36.0"
 # kubelet for the e2e suite and the kubelet bench (scripts/install-kubelet.sh).
 KUBELET_VERSION="${CRIDOCK_KUBELET_VERSION:-v1.36.3}"
 
+# The current Docker Engine the tests also run on (scripts/install-docker-engine.sh
+# builds it): the moby/moby/v2 module tag, the engine release it is (moby's
+# releases/versions.yaml), and the runc that release pins (its Dockerfile).
+MOBY_MODULE_VERSION="v2.0.0-beta.24"
+DOCKER_ENGINE_VERSION="29.8.0"
+RUNC_VERSION="v1.5.1"
+DOCKER_ENGINE_BIN_DIR="$CRIDOCK_TOOLS_DIR/docker-engine/$DOCKER_ENGINE_VERSION-moby-$MOBY_MODULE_VERSION-runc-$RUNC_VERSION/bin"
+# The two setups of that engine that scripts/test-engines.sh runs beside the
+# node's dockerd (Debian's 20.10 on $DOCKER_SOCKET): the classic image store
+# and the containerd image store. Each has its own socket, data root, exec
+# root, pid file and bridge (interface names are at most 15 characters).
+TEST_ENGINES=(docker29 docker29-containerd)
+declare -A TEST_ENGINE_BRIDGE=([docker29]=cridock-d29 [docker29-containerd]=cridock-d29c)
+declare -A TEST_ENGINE_SNAPSHOTTER=([docker29]=false [docker29-containerd]=true)
+test_engine_socket() { printf '%s/%s/docker.sock\n' "$ENV_RUN_DIR" "$1"; }
+test_engine_endpoint() { printf 'unix://%s\n' "$(test_engine_socket "$1")"; }
+
 REGISTRY_ADDR="127.0.0.1:5000"
 AUTH_REGISTRY_ADDR="127.0.0.1:5001"
 AUTH_REGISTRY_USER="cridock"
@@ -35,7 +52,7 @@ DEFAULT_CNI_BRIDGE="cni0"
 ENV_PACKAGES=(
   docker.io containerd runc iptables containernetworking-plugins
   docker-registry busybox-static apache2-utils iproute2 util-linux socat
-  procps psmisc openssl ca-certificates curl systemd
+  procps psmisc openssl ca-certificates curl systemd libseccomp-dev
 )
 
 log() { printf 'cridock-env: %s\n' "$*" >&2; }

@@ -51,7 +51,7 @@ export function toContainerStats(view: ContainerStatsView): cri.ContainerStats {
           timestamp: layer.measuredAt,
           fsId: { mountpoint: view.layerMountpoint },
           usedBytes: u64(layer.bytes),
-          inodesUsed: u64(layer.inodes),
+          inodesUsed: layer.inodes === undefined ? null : u64(layer.inodes),
         }
       : null,
   };

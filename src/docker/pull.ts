@@ -62,6 +62,8 @@ export function encodeRegistryAuth(auth: RegistryAuth | undefined): string | und
 const NOT_FOUND = /manifest unknown|not found|name unknown|repository does not exist|no such image/i;
 const UNAUTHENTICATED = /unauthorized|no basic auth credentials|authentication required|incorrect username or password|authorization failed/i;
 const PERMISSION_DENIED = /denied|forbidden/i;
+/** What a registry's refusal of missing or wrong credentials says, whatever precedes it. */
+const CREDENTIALS_REFUSED = /no basic auth credentials|authorization failed|incorrect username or password/i;
 const UNAVAILABLE = /connection refused|no such host|i\/o timeout|network is unreachable|TLS handshake timeout|server misbehaving|service unavailable/i;
 const INVALID = /invalid reference format|invalid tag|invalid digest|repository name must/i;
 
@@ -74,6 +76,8 @@ const INVALID = /invalid reference format|invalid tag|invalid digest|repository 
  */
 export function classifyPullError(message: string, fallback: ErrorCode = "UNKNOWN"): ErrorCode {
   if (INVALID.test(message)) return "INVALID_ARGUMENT";
+  // The containerd image store says why after the ambiguous phrase ("… may require authorization: authorization failed: no basic auth credentials").
+  if (CREDENTIALS_REFUSED.test(message)) return "UNAUTHENTICATED";
   if (/pull access denied/i.test(message) && /does not exist/i.test(message)) return "NOT_FOUND";
   if (UNAUTHENTICATED.test(message)) return "UNAUTHENTICATED";
   if (PERMISSION_DENIED.test(message)) return "PERMISSION_DENIED";

@@ -4,6 +4,14 @@
  * layer directory) and then read from the kernel. dockerd's stats endpoint is
  * never called, so stats scrapes cost dockerd one list call, however many
  * containers the node runs.
+ *
+ * The writable layer's directory comes from GraphDriver.Data.UpperDir on
+ * Docker's classic image store; on the containerd image store Docker gives
+ * none, so it is read from the running container's root mount and kept for
+ * when the container has stopped (the snapshot stays until removal). A
+ * container never seen running by this cridock has its size from Docker
+ * (SizeRw, asked once per state: a stopped layer does not change), without
+ * an inode count.
  */
 import type { DockerClient } from "../docker/client.ts";
 import type { ContainerSummary } from "../docker/types.ts";
@@ -16,6 +24,8 @@ import { fromDockerLabels, matchesSelector, SANDBOX_ID_LABEL, TYPE_CONTAINER, TY
 import { findByIdOrPrefix, validateId } from "./lookup.ts";
 import { parseName } from "./naming.ts";
 import { dockerTimeToNanos } from "./sandbox/record.ts";
+import { processUpperDir } from "../stats/overlay-root.ts";
+import type { DiskUsage } from "../stats/disk-usage.ts";
 
 export interface StatsFilter {
   id?: string;
@@ -66,6 +76,8 @@ interface ProcessInfo {
   pid: number;
   upperDir: string | undefined;
   startedAt: bigint;
+  /** Docker's SizeRw, when no upper directory is known. */
+  sizeRw?: DiskUsage;
 }
 
 function identity(summary: ContainerSummary, info: ProcessInfo): ProcessIdentity {
@@ -127,7 +139,7 @@ export class StatsService {
 
   private async containerView(summary: ContainerSummary): Promise<ContainerStatsView> {
     const info = await this.processInfo(summary);
-    const usage = await this.collector.container({ id: summary.Id, pid: info.pid, upperDir: info.upperDir });
+    const usage = await this.collector.container({ id: summary.Id, pid: info.pid, upperDir: info.upperDir, fixedLayer: info.sizeRw });
     const split = fromDockerLabels(summary.Labels, false);
     const parsed = parseName(summary.Names[0] ?? "");
     this.dockerRoot ??= (await this.docker.info()).DockerRootDir;
@@ -182,13 +194,15 @@ export class StatsService {
     if (cached && cached.state === summary.State) return cached;
     try {
       const inspect = await this.docker.inspectContainer(summary.Id);
-      const driverData = inspect.GraphDriver?.Data;
-      const info = {
-        state: summary.State,
-        pid: inspect.State.Running ? inspect.State.Pid : 0,
-        upperDir: driverData?.UpperDir,
-        startedAt: dockerTimeToNanos(inspect.State.StartedAt),
-      };
+      const pid = inspect.State.Running ? inspect.State.Pid : 0;
+      const upperDir = inspect.GraphDriver?.Data?.UpperDir || (await processUpperDir(pid)) || cached?.upperDir;
+      const info: ProcessInfo = { state: summary.State, pid, upperDir, startedAt: dockerTimeToNanos(inspect.State.StartedAt) };
+      if (!upperDir && summary.Labels?.[TYPE_LABEL] === TYPE_CONTAINER) {
+        const sized = await this.docker.inspectContainer(summary.Id, true);
+        if (typeof sized.SizeRw === "number") {
+          info.sizeRw = { bytes: BigInt(sized.SizeRw), inodes: undefined, measuredAt: nanoNow(), walkMs: 0 };
+        }
+      }
       this.processes.set(summary.Id, info);
       return info;
     } catch (err) {
@@ -212,7 +226,8 @@ export class StatsService {
     const containers = await this.list(TYPE_CONTAINER);
     const infos = await Promise.all(containers.map((c) => this.processInfo(c)));
     const dirs = infos.map((i) => i.upperDir).filter((d): d is string => !!d);
-    const layers = (await Promise.all(dirs.map((d) => this.collector.layerUsage(d)))).filter((l) => l !== undefined);
+    const walked = await Promise.all(dirs.map((d) => this.collector.layerUsage(d)));
+    const layers = [...walked, ...infos.map((i) => i.sizeRw)].filter((l) => l !== undefined);
     if (layers.length === 0) return [];
     this.dockerRoot ??= (await this.docker.info()).DockerRootDir;
     return [
@@ -220,7 +235,8 @@ export class StatsService {
         timestamp: nanoNow(),
         mountpoint: this.dockerRoot,
         usedBytes: layers.reduce((sum, l) => sum + l.bytes, 0n),
-        inodesUsed: layers.reduce((sum, l) => sum + l.inodes, 0n),
+        // Layers known only by Docker's SizeRw add no inodes.
+        inodesUsed: layers.reduce((sum, l) => sum + (l.inodes ?? 0n), 0n),
       },
     ];
   }

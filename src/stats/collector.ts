@@ -14,6 +14,8 @@ export interface StatsTarget {
   pid: number;
   /** Overlay upper directory (the writable layer), when known. */
   upperDir?: string;
+  /** The writable layer's size as Docker reported it, used when no upper directory is known. */
+  fixedLayer?: DiskUsage;
 }
 
 export interface ContainerUsage {
@@ -64,7 +66,7 @@ export class StatsCollector {
     const timestamp = nanoNow();
     const [cgroup, writableLayer] = await Promise.all([
       target.pid > 0 ? this.cgroups.sample(target.pid).catch(() => undefined) : undefined,
-      target.upperDir ? this.disk.get(target.upperDir).catch(() => undefined) : undefined,
+      target.upperDir ? this.disk.get(target.upperDir).catch(() => undefined) : target.fixedLayer,
     ]);
     let usageNanoCores: bigint | undefined;
     if (cgroup) {

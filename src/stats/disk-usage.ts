@@ -12,7 +12,8 @@ import { join } from "node:path";
 
 export interface DiskUsage {
   bytes: bigint;
-  inodes: bigint;
+  /** undefined when the size came from Docker (SizeRw), which counts no inodes. */
+  inodes: bigint | undefined;
   /** When the walk finished, ns since the epoch. */
   measuredAt: bigint;
   /** How long the walk took, ms. */

@@ -16,9 +16,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startCridockProcess, type CridockProcess } from "../helpers/cridock-process.ts";
-import { CRITEST, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
+import { CRITEST, TEST_DOCKER_ENDPOINT, TEST_DOCKER_SOCKET, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
+import { request } from "node:http";
 import { countJunit, countSummaryLine, type SpecCounts } from "./junit.ts";
-import { ginkgoFlags, readFocusDir, readSkipFile } from "./spec-lists.ts";
+import { ginkgoFlags, readFocusDir, readSkipFile, skipsForEngine } from "./spec-lists.ts";
 
 const HERE = fileURLToPath(new URL(".", import.meta.url));
 
@@ -53,6 +54,26 @@ function parseOptions(argv: string[]): Options {
   }
   if (!(options.timeoutSeconds > 0)) throw new Error("--timeout needs a positive number of seconds");
   return options;
+}
+
+/** The version the test engine reports (GET /version), which selects the engine-specific skips. */
+function dockerVersion(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath: TEST_DOCKER_SOCKET, path: "/version", timeout: 10_000 }, (res) => {
+      let body = "";
+      res.on("data", (d: Buffer) => (body += d.toString()));
+      res.on("end", () => {
+        try {
+          resolve(String((JSON.parse(body) as { Version?: unknown }).Version ?? ""));
+        } catch (err) {
+          reject(new Error(`the engine at ${TEST_DOCKER_ENDPOINT} answered /version with no JSON`, { cause: err }));
+        }
+      });
+    });
+    req.on("timeout", () => req.destroy(new Error("timed out")));
+    req.on("error", (err) => reject(new Error(`cannot ask the engine at ${TEST_DOCKER_ENDPOINT} its version: ${err.message}`)));
+    req.end();
+  });
 }
 
 /** Runs critest to its end (or kills it at the deadline); resolves to its exit code and its output. */
@@ -90,7 +111,10 @@ async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
   const userFocus = options.critestArgs.some((a) => /^--?ginkgo\.focus/.test(a));
   const focus = userFocus ? [] : await readFocusDir(join(HERE, "focus"));
-  const skip = await readSkipFile(join(HERE, "skip.txt"));
+  const engineVersion = await dockerVersion();
+  const skip = skipsForEngine(await readSkipFile(join(HERE, "skip.txt")), engineVersion);
+  console.log(`conformance: engine ${TEST_DOCKER_ENDPOINT} (Docker ${engineVersion}); skipped here:`);
+  for (const p of skip) console.log(`conformance:   skip ${p.regex}  # ${p.reason}`);
   if (!userFocus && focus.length === 0) {
     console.log("conformance: no focus lines in test/conformance/focus/*.txt; no critest spec to run");
     await writeResult(options, { passed: 0, failed: 0, skipped: 0, failures: [] });

@@ -1,7 +1,9 @@
 /**
  * The focus and skip lists that choose which critest specs run. Focus files
  * (focus/*.txt, one per area) hold one Go regex per line; skip.txt holds a
- * regex and a reason per line ("regex  # reason"). Lines starting with # and
+ * regex and a reason per line ("regex  # reason"), optionally for one engine
+ * only ("[docker 20.10] regex  # reason": applies when the engine's version,
+ * as dockerd reports it, starts with 20.10). Lines starting with # and
  * blank lines are comments. Each regex becomes its own -ginkgo.focus or
  * -ginkgo.skip flag: Ginkgo ORs repeated flags, so no joining is needed.
  */
@@ -13,7 +15,12 @@ export interface SpecPattern {
   /** Where the line came from, for error messages: "focus/images.txt:4". */
   source: string;
   reason?: string;
+  /** Skip lines only: the engine version prefix this skip is limited to. */
+  engine?: string;
 }
+
+/** "[docker 20.10] regex": a skip for the engines whose version starts with "20.10". */
+const ENGINE_CONDITION = /^\[docker ([0-9][0-9A-Za-z.+~-]*)\]\s+/;
 
 /** The separator between a regex and its reason; a lone # may be part of a regex. */
 const REASON_SEPARATOR = /\s{2,}#\s?/;
@@ -44,12 +51,19 @@ export function parseFocus(text: string, file: string): SpecPattern[] {
 
 export function parseSkip(text: string, file: string): SpecPattern[] {
   return meaningfulLines(text, file).map(({ line, source }) => {
-    const [regex, ...rest] = line.split(REASON_SEPARATOR);
+    const condition = ENGINE_CONDITION.exec(line);
+    if (!condition && line.startsWith("[docker")) throw new Error(`${source}: an engine condition reads "[docker VERSION-PREFIX] regex  # reason"`);
+    const [regex, ...rest] = line.slice(condition ? condition[0].length : 0).split(REASON_SEPARATOR);
     const reason = rest.join(" # ").trim();
     if (!reason) throw new Error(`${source}: a skip needs a reason: "regex  # why it is skipped"`);
     checkRegex(regex!.trim(), source);
-    return { regex: regex!.trim(), source, reason };
+    return { regex: regex!.trim(), source, reason, ...(condition ? { engine: condition[1]! } : {}) };
   });
+}
+
+/** The skips that apply on an engine of the given version (dockerd's "Version"). */
+export function skipsForEngine(skip: SpecPattern[], engineVersion: string): SpecPattern[] {
+  return skip.filter((p) => p.engine === undefined || engineVersion.startsWith(p.engine));
 }
 
 /** All focus patterns of all area files in a directory, files in name order. */

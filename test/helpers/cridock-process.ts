@@ -10,11 +10,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CriClient } from "./cri-client.ts";
+import { TEST_DOCKER_ENDPOINT } from "./env.ts";
 
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 export interface CridockProcessOptions {
-  /** Extra flags; --container-runtime-endpoint and --root-directory are set unless given. */
+  /** Extra flags; --container-runtime-endpoint, --root-directory and --docker-endpoint (the test engine) are set unless given. */
   flags?: string[];
   runtime?: "node" | "deno";
   /** Reuse this socket/root (for restart tests). */
@@ -51,6 +52,7 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
     flags.push(`--container-runtime-endpoint=unix://${socketPath}`);
   }
   if (!flags.some((f) => f.startsWith("--root-directory"))) flags.push(`--root-directory=${rootDirectory}`);
+  if (!flags.some((f) => f.startsWith("--docker-endpoint"))) flags.push(`--docker-endpoint=${TEST_DOCKER_ENDPOINT}`);
   const [command, args] =
     options.runtime === "deno"
       ? [join(REPO_ROOT, "node_modules/.bin/deno"), ["run", "-A", join(REPO_ROOT, "src/main.ts"), ...flags]]

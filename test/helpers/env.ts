@@ -8,6 +8,21 @@ import { mkdtemp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
+/**
+ * The Docker engine the tests run against: CRIDOCK_TEST_DOCKER_ENDPOINT
+ * (scripts/test.sh sets it per engine setup), by default the node's dockerd.
+ * Every cridock a test starts gets it as --docker-endpoint, and the docker
+ * CLI that tests and their helpers run follows it through DOCKER_HOST, set
+ * here for this process and its children.
+ */
+export const TEST_DOCKER_ENDPOINT = process.env.CRIDOCK_TEST_DOCKER_ENDPOINT || "unix:///var/run/docker.sock";
+if (!TEST_DOCKER_ENDPOINT.startsWith("unix:///")) {
+  throw new Error(`CRIDOCK_TEST_DOCKER_ENDPOINT must be a unix:// socket, got "${TEST_DOCKER_ENDPOINT}"`);
+}
+/** The socket path of TEST_DOCKER_ENDPOINT, for raw Engine API requests. */
+export const TEST_DOCKER_SOCKET = TEST_DOCKER_ENDPOINT.slice("unix://".length);
+process.env.DOCKER_HOST = TEST_DOCKER_ENDPOINT;
+
 /** Plain-HTTP registry started by env-setup (dockerd treats 127.0.0.0/8 as insecure). */
 export const REGISTRY = "127.0.0.1:5000";
 /** Registry that requires basic auth (user `cridock`, see authRegistry()). */

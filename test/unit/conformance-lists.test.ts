@@ -5,7 +5,7 @@
  */
 import t from "tap";
 import { fileURLToPath } from "node:url";
-import { ginkgoFlags, parseFocus, parseSkip, readFocusDir, readSkipFile } from "../../test/conformance/spec-lists.ts";
+import { ginkgoFlags, skipsForEngine, parseFocus, parseSkip, readFocusDir, readSkipFile } from "../../test/conformance/spec-lists.ts";
 
 const CONFORMANCE_DIR = fileURLToPath(new URL("../conformance/", import.meta.url));
 
@@ -23,6 +23,14 @@ t.test("skip: a reason is required", async (t) => {
     { regex: "AppArmor", source: "skip.txt:1", reason: "no AppArmor here" },
   ]);
   t.throws(() => parseSkip("AppArmor\n", "skip.txt"), /skip\.txt:1: a skip needs a reason/);
+});
+
+t.test("skip: a line may be limited to one engine by its version prefix", async (t) => {
+  const skip = parseSkip("[docker 20.10] Privileged  # 20.10 cannot\nAppArmor  # nowhere\n", "skip.txt");
+  t.same(skip[0], { regex: "Privileged", source: "skip.txt:1", reason: "20.10 cannot", engine: "20.10" });
+  t.same(skipsForEngine(skip, "20.10.24+dfsg1").map((p) => p.regex), ["Privileged", "AppArmor"]);
+  t.same(skipsForEngine(skip, "29.8.0").map((p) => p.regex), ["AppArmor"]);
+  t.throws(() => parseSkip("[docker] X  # why\n", "skip.txt"), /skip\.txt:1: an engine condition reads/);
 });
 
 t.test("a broken regex is reported with its file and line", async (t) => {

@@ -225,4 +225,11 @@ t.test("Docker Hub's ambiguous 'pull access denied … does not exist' is NOT_FO
     classifyPullError("pull access denied for nope, repository does not exist or may require 'docker login': denied"),
     "NOT_FOUND",
   );
+  t.equal(
+    classifyPullError(
+      'failed to resolve reference "127.0.0.1:5001/x:1": pull access denied, repository does not exist or may require authorization: authorization failed: no basic auth credentials',
+    ),
+    "UNAUTHENTICATED",
+    "the containerd image store names the cause after the ambiguous phrase",
+  );
 });

@@ -82,3 +82,33 @@ t.test("Ginkgo's closing line is the fallback", async (t) => {
   t.same(counts && [counts.passed, counts.failed, counts.skipped], [1, 1, 120]);
   t.equal(countSummaryLine("panic: nil map"), null);
 });
+
+t.test("the summary adds up each engine setup and closes with the total over all", async (t) => {
+  const { execFileSync } = await import("node:child_process");
+  const { mkdtempSync, writeFileSync, rmSync } = await import("node:fs");
+  const { join } = await import("node:path");
+  const { tmpdir } = await import("node:os");
+  const dir = mkdtempSync(join(tmpdir(), "cridock-summary-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const counts = (name: string, passed: number, failed: number, skipped: number) => {
+    const file = join(dir, `${name}.json`);
+    writeFileSync(file, JSON.stringify({ passed, failed, skipped, failures: failed ? [`${name} broke`] : [] }));
+    return ["--counts", `${name}=${file}`];
+  };
+  const args = [
+    ...counts("conformance@docker29", 80, 0, 10),
+    ...counts("integration@docker29", 300, 0, 1),
+    ...counts("conformance@docker20.10", 70, 1, 20),
+  ];
+  let out = "";
+  try {
+    execFileSync("node_modules/.bin/tsx", ["scripts/test-summary.ts", ...args], { encoding: "utf8" });
+    t.fail("a failed suite makes the summary exit non-zero");
+  } catch (err) {
+    out = (err as { stdout: string }).stdout;
+  }
+  const lines = out.trim().split("\n");
+  t.ok(lines.includes("# engine docker29: 380 passed, 0 failed, 11 skipped"));
+  t.ok(lines.includes("# engine docker20.10: 70 passed, 1 failed, 20 skipped"));
+  t.equal(lines.at(-1), "450 passed, 1 failed", "the closing line counts every engine");
+});

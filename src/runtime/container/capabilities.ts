@@ -7,12 +7,19 @@
  * ask runc for every capability Docker knows, and the container fails to
  * start with "unable to apply caps: operation not permitted". containerd
  * instead grants "ALL" as the capabilities the runtime itself holds; cridock
- * does the same by expanding "ALL" to the names in its bounding set. A
- * privileged container cannot be narrowed that way (Docker sets every
- * capability itself), so it is refused up front with the missing names.
+ * does the same by expanding "ALL" to the names in its bounding set.
+ *
+ * A privileged container cannot be narrowed that way: the engine sets its
+ * capabilities itself. Whether that works on a restricted host depends on
+ * the engine, not the host: Docker 20.10 asks for every capability it knows
+ * and fails to start, a current engine grants those the host has. So a
+ * privileged container is simply tried, and only when the engine fails to
+ * start it for lack of capabilities is that failure turned into
+ * FAILED_PRECONDITION naming what the host's bounding set lacks.
  */
 import { readFile } from "node:fs/promises";
-import { failedPrecondition } from "../../errors.ts";
+import { DockerError } from "../../docker/errors.ts";
+import { CridockError } from "../../errors.ts";
 
 /** Capability names by bit number (linux/capability.h), without the CAP_ prefix. */
 export const CAPABILITY_NAMES: readonly string[] = [
@@ -105,12 +112,20 @@ export function expandAll(capAdd: string[], capDrop: string[], host: HostCapabil
   return out;
 }
 
-/** Throws FAILED_PRECONDITION when a privileged `what` cannot run on this host. */
-export function checkPrivilegedAllowed(host: HostCapabilities, what: string): void {
-  if (host.missing.length === 0) return;
-  throw failedPrecondition(
-    `${what} is privileged, but this host cannot run privileged containers: ` +
-      `its capability bounding set (as cridock holds it) lacks ${host.missing.join(", ")}, ` +
-      `and Docker gives a privileged container every capability`,
+/** runc's words when the kernel refuses the capabilities Docker asked for. */
+const CAPS_REFUSED = /unable to apply caps|apply capabilit(y|ies)/i;
+
+/**
+ * The error to answer when the engine failed to start a privileged `what`:
+ * FAILED_PRECONDITION with the host's missing capabilities when the engine
+ * said it could not apply them, undefined for any other failure.
+ */
+export function privilegedStartFailure(err: unknown, host: HostCapabilities | undefined, what: string): CridockError | undefined {
+  if (!(err instanceof DockerError) || !CAPS_REFUSED.test(err.dockerMessage)) return undefined;
+  const lacking = host && host.missing.length > 0 ? `; this host's capability bounding set lacks ${host.missing.join(", ")}` : "";
+  return new CridockError(
+    "FAILED_PRECONDITION",
+    `${what} is privileged, and this Docker engine cannot start privileged containers here: it asks for capabilities the host cannot grant${lacking} (current engines grant a privileged container the capabilities the host has)`,
+    { cause: err },
   );
 }

@@ -13,7 +13,7 @@ import { invalidArgument } from "../../errors.ts";
 import type { ContainerSpec } from "./spec.ts";
 import { ATTEMPT_LABEL, IMAGE_LABEL, MOUNTS_LABEL, NAME_LABEL } from "./convert.ts";
 import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
-import { bindsFor, deviceMappings, validateDevices, validateMounts } from "./mounts.ts";
+import { deviceMappings, dockerMountsFor, validateDevices, validateMounts } from "./mounts.ts";
 import { invalidNamePart } from "../naming.ts";
 import { hostResources } from "./resources.ts";
 import type { SandboxView } from "../sandbox/view.ts";
@@ -88,8 +88,10 @@ export async function createBody(
   imageId: string,
   targetId: string,
   options: CreateOptions,
+  engine: { apiVersion: string; relabels: boolean },
 ): Promise<ContainerCreateBody> {
   const logPath = fullLogPath(view, spec);
+  const mounts = await dockerMountsFor(spec.mounts, engine.apiVersion, engine.relabels);
   const security = spec.security ? await securityHostConfig(spec.security, options.host ?? hostSecurity) : undefined;
   const sandboxMode = `container:${view.id}`;
   const host: HostConfig = {
@@ -100,7 +102,8 @@ export async function createBody(
     PidMode: pidMode(spec, view, targetId),
     UTSMode: view.hostNetwork ? "host" : undefined,
     CgroupParent: view.cgroupParent || undefined,
-    Binds: await bindsFor(spec.mounts),
+    Binds: mounts.binds,
+    Mounts: mounts.mounts.length ? mounts.mounts : undefined,
     Devices: deviceMappings(spec.devices),
     RestartPolicy: { Name: "no" },
     LogConfig: { Type: "json-file", Config: { "max-size": options.logMaxSize, "max-file": String(options.logMaxFile) } },

@@ -10,6 +10,7 @@ import type { ContainerInspect, ContainerSummary, DockerFilters } from "../../do
 import { CridockError, failedPrecondition, notFound, withContext } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import type { LogFollowers } from "../../logs/followers.ts";
+import { hostCapabilities, privilegedStartFailure } from "./capabilities.ts";
 import { createBody, validateSpec, type CreateOptions } from "./create.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
 import { containerInfo, processUser, summaryInfo } from "./convert.ts";
@@ -68,7 +69,11 @@ export class ContainerManager {
       if (!target) throw notFound(`target container ${spec.security.targetId} of the PID namespace does not exist`);
       targetId = target.Id;
     }
-    const body = await createBody(spec, view, image.id, targetId, this.options);
+    // Docker relabels for SELinux only when its SELinux support is on; asked only when a mount wants it.
+    const relabels = spec.mounts.some((m) => m.selinuxRelabel)
+      ? ((await this.docker.info()).SecurityOptions ?? []).some((o) => o.includes("name=selinux"))
+      : false;
+    const body = await createBody(spec, view, image.id, targetId, this.options, { apiVersion: await this.docker.apiVersion(), relabels });
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
     this.log.info({ container: id, name, sandbox: view.id }, "created container");
@@ -113,7 +118,10 @@ export class ContainerManager {
         await timer.time("docker.start", () => this.docker.startContainer(c.Id));
       } catch (err) {
         if (logPath) await this.options.logs.touch(c.Id, logPath).catch(() => undefined);
-        throw withContext(`starting container ${id}`, err, "UNKNOWN");
+        const refused = c.HostConfig.Privileged
+          ? privilegedStartFailure(err, await hostCapabilities().catch(() => undefined), `container ${id}`)
+          : undefined;
+        throw withContext(`starting container ${id}`, refused ?? err, "UNKNOWN");
       }
       if (logPath) await timer.time("logs.start", () => this.options.logs.start(c.Id, logPath, Boolean(c.Config.Tty), c.HostConfig.LogConfig?.Type));
       this.log.info({ container: c.Id }, "started container");

@@ -1,18 +1,32 @@
 /**
- * CRI mounts and devices → Docker Binds and Devices.
+ * CRI mounts and devices → Docker Binds, Mounts and Devices.
  *
- * Binds (not Mounts) because only they carry SELinux relabelling (`z`) and
- * create a missing host directory, as dockershim did. A host path that is a
- * symlink is resolved first, since the kernel would otherwise mount the link's
- * target under a name Docker never checked; ContainerStatus still reports the
- * paths exactly as requested (kept in a label by container/create.ts).
+ * A CRI `readonly` mount is read-only at its own mount only: mounts below
+ * the host path stay as they are, unless `recursive_read_only` asks for
+ * every one of them to be read-only too. Docker's Binds `ro` meant exactly
+ * the former up to Engine API 1.43; from 1.44 on, dockerd makes a `ro` bind
+ * recursively read-only where the kernel allows. So on 1.44 and newer the
+ * mounts go through the Mount API, whose bind options say which is meant
+ * (ReadOnlyNonRecursive, ReadOnlyForceRecursive) and create a missing host
+ * directory (CreateMountpoint) as Binds do; older engines get Binds, and
+ * recursive read-only is refused there. A mount that asks for SELinux
+ * relabelling stays a Bind (`z` exists only there), with Docker's own
+ * meaning of `ro` on that engine, when the engine relabels at all (its info
+ * lists "name=selinux"); elsewhere `z` does nothing and the request is
+ * carried out like any other mount (critest asks for it on every host).
+ *
+ * A host path that is a symlink is resolved first, since the kernel would
+ * otherwise mount the link's target under a name Docker never checked;
+ * ContainerStatus still reports the paths exactly as requested (kept in a
+ * label by container/create.ts).
  */
 import { realpath } from "node:fs/promises";
-import type { DeviceMapping } from "../../docker/types.ts";
+import { compareApiVersions } from "../../docker/api-version.ts";
+import type { DeviceMapping, DockerMount } from "../../docker/types.ts";
 import { invalidArgument, unimplemented } from "../../errors.ts";
 import type { DeviceSpec, MountSpec } from "./spec.ts";
 
-const PROPAGATION: Record<MountSpec["propagation"], string> = {
+const PROPAGATION: Record<MountSpec["propagation"], "rprivate" | "rslave" | "rshared"> = {
   private: "rprivate",
   "host-to-container": "rslave",
   bidirectional: "rshared",
@@ -39,7 +53,6 @@ export function validateMounts(mounts: readonly MountSpec[]): void {
       if (m.propagation !== "private") {
         throw invalidArgument(`mount ${m.containerPath}: recursive_read_only needs private propagation`);
       }
-      throw unimplemented(`mount ${m.containerPath}: recursive read-only mounts need Docker Engine API 1.44`);
     }
     const target = m.containerPath.replace(/\/+$/, "") || "/";
     if (targets.has(target)) throw invalidArgument(`two mounts target ${target}`);
@@ -47,18 +60,52 @@ export function validateMounts(mounts: readonly MountSpec[]): void {
   }
 }
 
-/** Docker Binds for the mounts, host symlinks resolved. */
-export async function bindsFor(mounts: readonly MountSpec[]): Promise<string[]> {
-  const binds: string[] = [];
+/** The Engine API version from which the Mount API's read-only bind options exist. */
+export const READ_ONLY_BIND_OPTIONS_API = "1.44";
+
+export interface DockerMounts {
+  binds: string[];
+  mounts: DockerMount[];
+}
+
+/**
+ * Docker Binds and Mounts for the mounts on an engine speaking `apiVersion`
+ * (and relabelling for SELinux, or not), host symlinks resolved. Throws UNIMPLEMENTED for recursive read-only on an
+ * engine older than 1.44.
+ */
+export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: string, engineRelabels: boolean): Promise<DockerMounts> {
+  const mountApi = compareApiVersions(apiVersion, READ_ONLY_BIND_OPTIONS_API) >= 0;
+  const result: DockerMounts = { binds: [], mounts: [] };
   for (const m of mounts) {
+    if (m.recursiveReadOnly && !mountApi) {
+      throw unimplemented(
+        `mount ${m.containerPath}: recursive read-only mounts need Docker Engine API ${READ_ONLY_BIND_OPTIONS_API}; this engine speaks ${apiVersion}`,
+      );
+    }
     // A missing host path is created by Docker (as a directory), like dockershim did.
     const source = await realpath(m.hostPath).catch(() => m.hostPath);
     if (source.includes(":")) throw invalidArgument(`mount host_path ${m.hostPath} resolves to "${source}", which contains ":"`);
+    const relabel = m.selinuxRelabel && engineRelabels;
+    if (mountApi && !relabel) {
+      result.mounts.push({
+        Type: "bind",
+        Source: source,
+        Target: m.containerPath,
+        ReadOnly: m.readonly,
+        BindOptions: {
+          Propagation: PROPAGATION[m.propagation],
+          CreateMountpoint: true,
+          ...(m.readonly && !m.recursiveReadOnly ? { ReadOnlyNonRecursive: true } : {}),
+          ...(m.recursiveReadOnly ? { ReadOnlyForceRecursive: true } : {}),
+        },
+      });
+      continue;
+    }
     const options = [m.readonly ? "ro" : "rw", PROPAGATION[m.propagation]];
-    if (m.selinuxRelabel) options.push("z");
-    binds.push(`${source}:${m.containerPath}:${options.join(",")}`);
+    if (relabel) options.push("z");
+    result.binds.push(`${source}:${m.containerPath}:${options.join(",")}`);
   }
-  return binds;
+  return result;
 }
 
 export function validateDevices(devices: readonly DeviceSpec[]): void {

@@ -11,7 +11,7 @@
 import { readFile } from "node:fs/promises";
 import type { HostConfig } from "../../docker/types.ts";
 import { failedPrecondition, invalidArgument, unimplemented } from "../../errors.ts";
-import { checkPrivilegedAllowed, expandAll, hostCapabilities, type HostCapabilities } from "./capabilities.ts";
+import { expandAll, hostCapabilities, type HostCapabilities } from "./capabilities.ts";
 import type { SecurityProfile, SecuritySpec } from "./spec.ts";
 
 export interface SecurityHostConfig {
@@ -76,7 +76,6 @@ export function validateSecurity(sc: SecuritySpec): void {
 }
 
 export async function securityHostConfig(sc: SecuritySpec, host: HostSecurity = hostSecurity): Promise<SecurityHostConfig> {
-  if (sc.privileged) checkPrivilegedAllowed(await host.capabilities(), "the container");
   const capAdd = sc.capAdd.some((c) => c.toUpperCase() === "ALL") ? expandAll(sc.capAdd, sc.capDrop, await host.capabilities()) : sc.capAdd;
   const securityOpt: string[] = [];
   if (sc.noNewPrivs) securityOpt.push("no-new-privileges");

@@ -98,8 +98,10 @@ function record(
   user: ImageUser,
   pinned: PinnedImages,
 ): ImageRecord {
-  const repoTags = present(image.RepoTags);
-  const repoDigests = present(image.RepoDigests);
+  // The containerd image store lists an image pulled by digest under RepoTags as "name@sha256:…": a digest, not a tag.
+  const names = present(image.RepoTags);
+  const repoTags = names.filter((n) => !n.includes("@"));
+  const repoDigests = [...new Set([...present(image.RepoDigests), ...names.filter((n) => n.includes("@"))])];
   return {
     id: image.Id,
     repoTags,

@@ -19,7 +19,7 @@ import { KeyedMutex } from "../keyed-mutex.ts";
 import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "../labels.ts";
 import { removedMeanwhile, validateId } from "../lookup.ts";
 import { sandboxName } from "../naming.ts";
-import { checkPrivilegedAllowed, hostCapabilities } from "../container/capabilities.ts";
+import { hostCapabilities, privilegedStartFailure } from "../container/capabilities.ts";
 import { sandboxCreateBody } from "./docker.ts";
 import { dockerBridgeIps, listSandboxes, sandboxStatus, sandboxView, type ResolvedSandbox } from "./queries.ts";
 import {
@@ -109,8 +109,6 @@ export class SandboxManager implements SandboxLookup {
       if (!readiness.ready) throw failedPrecondition(`pod network is not ready (${readiness.reason}): ${readiness.message}`);
     }
     const pod = `${spec.metadata.namespace}/${spec.metadata.name}`;
-    // Docker's own start error for this case ("unable to apply caps") names nothing useful.
-    if (spec.security.privileged) checkPrivilegedAllowed(await hostCapabilities(), `pod sandbox ${pod}`);
     const log = this.log.child({ pod, attempt: spec.metadata.attempt });
     const fail = (step: string, err: unknown) =>
       new CridockError(err instanceof CridockError ? err.code : "UNKNOWN", `RunPodSandbox for pod ${pod}: ${step}`, { cause: err });
@@ -191,7 +189,11 @@ export class SandboxManager implements SandboxLookup {
       } catch (err) {
         log.warn({ sandboxId: id, step, err: describeCause(err) }, "RunPodSandbox failed; undoing the finished steps");
         await this.undo(record, bandwidth);
-        throw fail(step, err);
+        // Docker's own start error for a privileged pod it cannot run ("unable to apply caps") names nothing useful.
+        const refused = spec.security.privileged
+          ? privilegedStartFailure(err, await hostCapabilities().catch(() => undefined), `pod sandbox ${pod}`)
+          : undefined;
+        throw fail(step, refused ?? err);
       }
     });
   }

@@ -7,8 +7,9 @@ import { request } from "node:http";
 import { connect, createServer as createNetServer, type Socket } from "node:net";
 import { join } from "node:path";
 import type { CriClient } from "../../helpers/cri-client.ts";
+import { TEST_DOCKER_SOCKET } from "../../helpers/env.ts";
 
-export const DOCKER_SOCKET = "/var/run/docker.sock";
+export const DOCKER_SOCKET = TEST_DOCKER_SOCKET;
 export const ZERO_ID = "0".repeat(64);
 
 export interface DockerAnswer<T> {

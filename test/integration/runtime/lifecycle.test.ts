@@ -7,6 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startCridockProcess, REPO_ROOT } from "../../helpers/cridock-process.ts";
+import { TEST_DOCKER_ENDPOINT } from "../../helpers/env.ts";
 
 const CLI = join(REPO_ROOT, "bin/cridock.js");
 
@@ -21,7 +22,7 @@ t.test("SIGTERM stops serving, removes the socket and exits 0", async (t) => {
 t.test("a second instance on a live socket fails with a clear message", async (t) => {
   const first = await startCridockProcess({ flags: ["--network-plugin=no-op"] });
   t.teardown(() => first.stop());
-  const second = spawnSync(process.execPath, [CLI, `--container-runtime-endpoint=unix://${first.socketPath}`, "--network-plugin=no-op"], {
+  const second = spawnSync(process.execPath, [CLI, `--container-runtime-endpoint=unix://${first.socketPath}`, `--docker-endpoint=${TEST_DOCKER_ENDPOINT}`, "--network-plugin=no-op"], {
     encoding: "utf8",
     timeout: 30_000,
   });
@@ -64,7 +65,7 @@ t.test("SIGINT also stops gracefully", async (t) => {
   const dir = await mkdtemp(join(tmpdir(), "cridock-int-"));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const socketPath = join(dir, "cri.sock");
-  const child = spawn(process.execPath, [CLI, `--container-runtime-endpoint=unix://${socketPath}`, `--root-directory=${dir}/root`, "--network-plugin=no-op"], { stdio: "ignore" });
+  const child = spawn(process.execPath, [CLI, `--container-runtime-endpoint=unix://${socketPath}`, `--root-directory=${dir}/root`, `--docker-endpoint=${TEST_DOCKER_ENDPOINT}`, "--network-plugin=no-op"], { stdio: "ignore" });
   for (let i = 0; i < 200 && !existsSync(socketPath); i++) await new Promise((r) => setTimeout(r, 50));
   t.ok(existsSync(socketPath), "serving");
   child.kill("SIGINT");

@@ -5,10 +5,11 @@ import { request } from "node:http";
 import { statSync } from "node:fs";
 import { startCridockProcess } from "../../helpers/cridock-process.ts";
 import { grpcStatus } from "../../helpers/cri-client.ts";
+import { TEST_DOCKER_SOCKET } from "../../helpers/env.ts";
 
 function dockerGet<T>(path: string): Promise<T> {
   return new Promise((resolve, reject) => {
-    request({ socketPath: "/var/run/docker.sock", path }, (res) => {
+    request({ socketPath: TEST_DOCKER_SOCKET, path }, (res) => {
       let body = "";
       res.on("data", (d) => (body += d));
       res.on("end", () => resolve(JSON.parse(body) as T));

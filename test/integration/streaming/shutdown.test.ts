@@ -7,7 +7,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startCridockProcess } from "../../helpers/cridock-process.ts";
-import { cridockTestFlags } from "../../helpers/env.ts";
+import { TEST_DOCKER_ENDPOINT, cridockTestFlags } from "../../helpers/env.ts";
 import { DockerClient } from "../../../src/docker/client.ts";
 import { silentLogger } from "../../../src/log.ts";
 import { crictlSpawn, eventually, runPod, startContainer, startHarness } from "./harness.ts";
@@ -18,7 +18,7 @@ const scratch = await mkdtemp(join(tmpdir(), "cridock-shutdown-"));
 const socketPath = join(scratch, "cri.sock");
 const rootDirectory = join(scratch, "root");
 const h = await startHarness([], { socketPath, rootDirectory });
-const docker = new DockerClient({ endpoint: "unix:///var/run/docker.sock", requestTimeoutMs: 30_000, logger: silentLogger });
+const docker = new DockerClient({ endpoint: TEST_DOCKER_ENDPOINT, requestTimeoutMs: 30_000, logger: silentLogger });
 t.teardown(async () => {
   await h.close();
   await docker.close();

@@ -2,7 +2,7 @@ import t from "tap";
 import {
   CAPABILITY_NAMES,
   canonicalCapability,
-  checkPrivilegedAllowed,
+  privilegedStartFailure,
   classifyCapabilities,
   expandAll,
   parseCapabilityMask,
@@ -10,6 +10,7 @@ import {
 } from "../../../../src/runtime/container/capabilities.ts";
 import { securityHostConfig, type HostSecurity } from "../../../../src/runtime/container/security.ts";
 import type { SecuritySpec } from "../../../../src/runtime/container/spec.ts";
+import { DockerError } from "../../../../src/docker/errors.ts";
 
 t.test("the bit table matches linux/capability.h at its anchors", async (t) => {
   t.equal(CAPABILITY_NAMES.length, 41);
@@ -54,10 +55,15 @@ t.test("ALL becomes the grantable list only on a restricted host", async (t) => 
   t.equal(canonicalCapability("sys_admin"), "CAP_SYS_ADMIN");
 });
 
-t.test("privileged is refused up front, naming what is missing", async (t) => {
+t.test("an engine's refusal to apply a privileged container's caps names what the host lacks", async (t) => {
   const restricted = classifyCapabilities(parseCapabilityMask("000001fffeffffff"), 40);
-  t.throws(() => checkPrivilegedAllowed(restricted, "pod sandbox ns/p"), { code: "FAILED_PRECONDITION", message: /pod sandbox ns\/p .*CAP_SYS_RESOURCE/ });
-  t.doesNotThrow(() => checkPrivilegedAllowed({ granted: ["CAP_CHOWN"], missing: [] }, "x"));
+  const caps = new DockerError(500, "OCI runtime create failed: runc create failed: unable to start container process: unable to apply caps: operation not permitted: unknown", "start");
+  const refused = privilegedStartFailure(caps, restricted, "pod sandbox ns/p");
+  t.equal(refused?.code, "FAILED_PRECONDITION");
+  t.match(refused?.message, /pod sandbox ns\/p is privileged.*CAP_SYS_RESOURCE/);
+  t.equal(refused?.cause, caps, "Docker's error is kept as the cause");
+  t.equal(privilegedStartFailure(new DockerError(500, "no such image", "start"), restricted, "x"), undefined, "other failures are left as they are");
+  t.equal(privilegedStartFailure(new Error("unable to apply caps"), restricted, "x"), undefined, "only the engine's own answer counts");
 });
 
 t.test("the container's Docker config uses the host's capabilities", async (t) => {
@@ -75,7 +81,8 @@ t.test("the container's Docker config uses the host's capabilities", async (t) =
   const cfg = await securityHostConfig(sc({ capAdd: ["ALL"] }), host);
   t.same(cfg.host.CapAdd, expandAll(["ALL"], [], restricted));
   t.notOk(cfg.host.CapAdd!.includes("CAP_SYS_RESOURCE"));
-  await t.rejects(securityHostConfig(sc({ privileged: true }), host), { code: "FAILED_PRECONDITION" });
+  const privileged = await securityHostConfig(sc({ privileged: true }), host);
+  t.equal(privileged.host.Privileged, true, "privileged is left to the engine, whatever the host's bounding set");
 });
 
 t.test("this machine's own bounding set reads", async (t) => {

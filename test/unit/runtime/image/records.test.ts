@@ -61,6 +61,12 @@ t.test("inspect → record keeps Docker's names and size, takes the user from th
     username: "",
     pinned: true,
   });
+  const byDigest = recordFromInspect(
+    inspect({ RepoTags: [`127.0.0.1:5000/cridock-test/pause@${DIGEST}`], RepoDigests: [`127.0.0.1:5000/cridock-test/pause@${DIGEST}`] }),
+    new PinnedImages([]),
+  );
+  t.same(byDigest.repoTags, [], "a digest reference the containerd image store lists under RepoTags is no tag");
+  t.same(byDigest.repoDigests, [`127.0.0.1:5000/cridock-test/pause@${DIGEST}`]);
   const dangling = recordFromInspect(inspect({ RepoTags: ["<none>:<none>"], RepoDigests: null, Config: null }), new PinnedImages([]));
   t.same(dangling.repoTags, []);
   t.same(dangling.repoDigests, []);
