@@ -43,5 +43,6 @@ export async function buildBundle(outfile = "dist/cridock.js"): Promise<{ bytes:
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const { bytes, modules } = await buildBundle();
-  console.log(`dist/cridock.js: ${(bytes / 1024).toFixed(0)} KiB from ${modules} modules`);
+  // stderr: npm runs this as prepack, and `npm pack --json` callers read stdout as JSON.
+  console.error(`dist/cridock.js: ${(bytes / 1024).toFixed(0)} KiB from ${modules} modules`);
 }
