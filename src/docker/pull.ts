@@ -63,7 +63,7 @@ const NOT_FOUND = /manifest unknown|not found|name unknown|repository does not e
 const UNAUTHENTICATED = /unauthorized|no basic auth credentials|authentication required|incorrect username or password|authorization failed/i;
 const PERMISSION_DENIED = /denied|forbidden/i;
 /** What a registry's refusal of missing or wrong credentials says, whatever precedes it. */
-const CREDENTIALS_REFUSED = /no basic auth credentials|authorization failed|incorrect username or password/i;
+const CREDENTIALS_REFUSED = /no basic auth credentials|incorrect username or password/i;
 const UNAVAILABLE = /connection refused|no such host|i\/o timeout|network is unreachable|TLS handshake timeout|server misbehaving|service unavailable/i;
 const INVALID = /invalid reference format|invalid tag|invalid digest|repository name must/i;
 
