@@ -39,6 +39,16 @@ export function dockerApi<T = unknown>(method: string, path: string): Promise<Do
   });
 }
 
+/**
+ * Whether the engine keeps images in containerd (Docker 29's default for new
+ * installs): its content store keeps a removed image's blobs until they are
+ * garbage collected, so pulling it again may download nothing.
+ */
+export async function usesContainerdStore(): Promise<boolean> {
+  const { body } = await dockerApi<{ DriverStatus?: [string, string][] }>("GET", "/info");
+  return (body.DriverStatus ?? []).some(([key, value]) => key === "driver-type" && value.startsWith("io.containerd.snapshotter"));
+}
+
 export interface DockerImage {
   Id: string;
   RepoTags: string[] | null;
