@@ -105,7 +105,8 @@ t.test("PullImage", async (t) => {
   t.test("a missing tag is NOT_FOUND with Docker's message", async (t) => {
     await t.rejects(client.imageCall("PullImage", { image: { image: `${repositoryOf(IMAGE)}:no-such-tag` } }), {
       code: grpcStatus.NOT_FOUND,
-      details: /no-such-tag.*manifest unknown/,
+      // Docker's own words: "manifest unknown" (classic store) or "not found" (containerd store).
+      details: /no-such-tag.*(manifest unknown|not found)/,
     });
     await t.rejects(client.imageCall("PullImage", { image: { image: "127.0.0.1:5000/cridock-test/no-such-repo:1" } }), {
       code: grpcStatus.NOT_FOUND,
