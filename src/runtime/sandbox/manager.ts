@@ -8,20 +8,20 @@
 import { join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
 import { isConflict, isNoSuchImage, isNotFound } from "../../docker/errors.ts";
-import type { ContainerInspect } from "../../docker/types.ts";
 import { CridockError, describeCause, failedPrecondition, invalidArgument, notFound } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
-import type { PodNetwork, PodNetworkRequest } from "../../network/plugin.ts";
-import { pinNetns, unpinNetns } from "../../network/netns.ts";
+import type { PodNetwork } from "../../network/plugin.ts";
+import { unpinNetns } from "../../network/netns.ts";
 import type { CheckpointStore } from "../../store/checkpoint.ts";
 import { StepTimer } from "../../steps.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
-import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, TYPE_SANDBOX } from "../labels.ts";
+import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL } from "../labels.ts";
 import { removedMeanwhile, validateId } from "../lookup.ts";
 import { sandboxName } from "../naming.ts";
 import { hostCapabilities, privilegedStartFailure } from "../container/capabilities.ts";
 import { sandboxCreateBody } from "./docker.ts";
-import { dockerBridgeIps, listSandboxes, sandboxStatus, sandboxView, type ResolvedSandbox } from "./queries.ts";
+import { attachNetwork, bandwidthFromAnnotationsSafe, networkRequest } from "./network.ts";
+import { dockerBridgeIps, listSandboxes, resolveSandboxPrefix, sandboxStatus, sandboxView, type ResolvedSandbox } from "./queries.ts";
 import {
   dockerTimeToNanos,
   type SandboxListFilter,
@@ -174,7 +174,7 @@ export class SandboxManager implements SandboxLookup {
           record.netnsPath = this.netnsPathOf(id);
           record.network.phase = "attaching";
           await this.saveRecord(record, timer);
-          await this.attachNetwork(record, inspect.State.Pid, bandwidth, timer, signal, (s) => (step = s));
+          await attachNetwork(this.network, record, inspect.State.Pid, bandwidth, timer, signal, (s) => (step = s));
         } else if (!hostNetwork) {
           const ips = dockerBridgeIps(inspect);
           record.network = { phase: "attached", name: "docker-bridge", ips, result: inspect.NetworkSettings };
@@ -196,49 +196,6 @@ export class SandboxManager implements SandboxLookup {
         throw fail(step, refused ?? err);
       }
     });
-  }
-
-  /**
-   * Pins the pod's netns and runs CNI ADD side by side: ADD works on the
-   * pause process's /proc/<pid>/ns/net (as dockershim did) while `mount`
-   * makes the persistent handle, and the sandbox is ready only once both
-   * are done, so CNI DEL always has a namespace. A failed pin leaves no
-   * handle (DEL then uses the path cached at ADD while the pause lives).
-   */
-  private async attachNetwork(
-    record: SandboxRecord,
-    pid: number,
-    bandwidth: ReturnType<typeof bandwidthFromAnnotationsSafe>,
-    timer: StepTimer,
-    signal: AbortSignal | undefined,
-    onStep: (step: string) => void,
-  ): Promise<void> {
-    const handle = record.netnsPath;
-    const [pinned, added] = await Promise.allSettled([
-      timer.time("netns.pin", () => pinNetns(pid, handle), 1),
-      this.network.setUp({ ...this.networkRequest(record, bandwidth), netnsPath: `/proc/${pid}/ns/net`, pid, timer }, signal),
-    ]);
-    if (pinned.status === "rejected") {
-      record.netnsPath = "";
-      onStep("pinning the network namespace");
-      throw pinned.reason;
-    }
-    if (added.status === "rejected") throw added.reason;
-    const attachment = added.value;
-    record.network = { phase: "attached", name: attachment.networkName, ips: attachment.ips, result: attachment.result };
-    if (attachment.ips.length === 0) throw new Error(`network ${attachment.networkName} returned no IP address for the pod`);
-  }
-
-  private networkRequest(record: SandboxRecord, bandwidth = bandwidthFromAnnotationsSafe(record.spec.annotations)): PodNetworkRequest {
-    const { spec } = record;
-    return {
-      sandboxId: record.id,
-      pod: { name: spec.metadata.name, namespace: spec.metadata.namespace, uid: spec.metadata.uid },
-      netnsPath: record.netnsPath,
-      portMappings: spec.portMappings,
-      bandwidth,
-      dns: spec.dns,
-    };
   }
 
   /**
@@ -275,7 +232,7 @@ export class SandboxManager implements SandboxLookup {
     let clean = true;
     if (record.network.phase === "attaching" || record.network.phase === "attached") {
       try {
-        if (record.networkKind === "cni") await this.network.tearDown(this.networkRequest(record, bandwidth));
+        if (record.networkKind === "cni") await this.network.tearDown(networkRequest(record, bandwidth));
         record.network.phase = "detached";
       } catch (err) {
         clean = false;
@@ -376,7 +333,7 @@ export class SandboxManager implements SandboxLookup {
     if (record.network.phase !== "attaching" && record.network.phase !== "attached") return record;
     if (record.networkKind === "cni") {
       try {
-        await this.network.tearDown({ ...this.networkRequest(record), timer });
+        await this.network.tearDown({ ...networkRequest(record), timer });
       } catch (err) {
         throw new CridockError(codeOf(err), `pod sandbox ${record.id}: tearing down the pod network`, { cause: err });
       }
@@ -404,7 +361,7 @@ export class SandboxManager implements SandboxLookup {
   /** The sandbox with this id or unique prefix, from Docker and the checkpoints; undefined if none. */
   async resolve(idOrPrefix: string): Promise<Resolved | undefined> {
     const prefix = validateId(idOrPrefix, "pod sandbox");
-    return this.resolvePrefix(prefix);
+    return resolveSandboxPrefix(this.docker, this.records, prefix);
   }
 
   /** Stop/Remove are idempotent: an id that cannot exist (not hex) is simply not there. */
@@ -415,23 +372,9 @@ export class SandboxManager implements SandboxLookup {
     const record = idOrPrefix.length === 64 ? this.records.get(idOrPrefix) : undefined;
     if (record) return { id: record.id, container: undefined, record };
     const t0 = performance.now();
-    const found = await this.resolvePrefix(idOrPrefix);
+    const found = await resolveSandboxPrefix(this.docker, this.records, idOrPrefix);
     timer?.record("docker.list", performance.now() - t0);
     return found;
-  }
-
-  private async resolvePrefix(prefix: string): Promise<Resolved | undefined> {
-    const containers = (await this.docker.listContainers({ label: [`${TYPE_LABEL}=${TYPE_SANDBOX}`], id: [prefix] })).filter((c) =>
-      c.Id.startsWith(prefix),
-    );
-    const ids = new Set(containers.map((c) => c.Id));
-    for (const id of this.records.keys()) if (id.startsWith(prefix)) ids.add(id);
-    if (ids.size === 0) return undefined;
-    let id: string;
-    if (ids.has(prefix)) id = prefix;
-    else if (ids.size === 1) id = [...ids][0]!;
-    else throw invalidArgument(`pod sandbox id prefix "${prefix}" is ambiguous: it matches ${ids.size} sandboxes`);
-    return { id, container: containers.find((c) => c.Id === id), record: this.records.get(id) };
   }
 
   private async mustResolve(idOrPrefix: string): Promise<Resolved> {
@@ -456,12 +399,3 @@ export class SandboxManager implements SandboxLookup {
 function codeOf(err: unknown): CridockError["code"] {
   return err instanceof CridockError ? err.code : "UNKNOWN";
 }
-
-function bandwidthFromAnnotationsSafe(annotations: Record<string, string>) {
-  try {
-    return bandwidthFromAnnotations(annotations);
-  } catch {
-    return undefined;
-  }
-}
-

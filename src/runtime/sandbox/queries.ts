@@ -6,6 +6,7 @@
  */
 import type { DockerClient } from "../../docker/client.ts";
 import { isNotFound } from "../../docker/errors.ts";
+import { invalidArgument } from "../../errors.ts";
 import type { ContainerInspect, ContainerSummary } from "../../docker/types.ts";
 import { TYPE_LABEL, TYPE_SANDBOX, matchesSelector } from "../labels.ts";
 import { validateId } from "../lookup.ts";
@@ -126,4 +127,19 @@ export function dockerBridgeIps(inspect: ContainerInspect): string[] {
   }
   if (v4.length === 0 && settings.IPAddress) v4.push(settings.IPAddress);
   return [...new Set([...v4, ...v6])];
+}
+
+/** The sandbox whose id is or starts with `prefix`, from Docker and the checkpoints; ambiguous prefixes are refused. */
+export async function resolveSandboxPrefix(docker: DockerClient, records: ReadonlyMap<string, SandboxRecord>, prefix: string): Promise<ResolvedSandbox | undefined> {
+  const containers = (await docker.listContainers({ label: [`${TYPE_LABEL}=${TYPE_SANDBOX}`], id: [prefix] })).filter((c) =>
+    c.Id.startsWith(prefix),
+  );
+  const ids = new Set(containers.map((c) => c.Id));
+  for (const id of records.keys()) if (id.startsWith(prefix)) ids.add(id);
+  if (ids.size === 0) return undefined;
+  let id: string;
+  if (ids.has(prefix)) id = prefix;
+  else if (ids.size === 1) id = [...ids][0]!;
+  else throw invalidArgument(`pod sandbox id prefix "${prefix}" is ambiguous: it matches ${ids.size} sandboxes`);
+  return { id, container: containers.find((c) => c.Id === id), record: records.get(id) };
 }
