@@ -26,6 +26,9 @@ import { MAX_API_VERSION, MIN_API_VERSION, compareApiVersions } from "./api-vers
 import { DockerError, errorMessageOf } from "./errors.ts";
 import { failureOutcome, type DockerRequestObserver } from "./observer.ts";
 export type { DockerRequestObserver, DockerRequestOutcome } from "./observer.ts";
+export type { Query, RawResponse, RequestOptions } from "./request.ts";
+export { socketPathOf } from "./request.ts";
+import { encodeQuery, socketPathOf, type RawResponse, type RequestOptions } from "./request.ts";
 import type { Logger } from "../log.ts";
 import type {
   ContainerCreateBody,
@@ -63,39 +66,6 @@ export interface DockerClientOptions {
 }
 
 
-export type Query = Record<string, string | number | boolean | undefined>;
-
-export interface RequestOptions {
-  query?: Query;
-  /** JSON-encoded unless it is a Buffer or a stream. */
-  body?: unknown;
-  headers?: Record<string, string>;
-  signal?: AbortSignal;
-  /** Overrides the default deadline; 0 means none (streams). */
-  timeoutMs?: number;
-  /** Path without the /vX.Y prefix (only /_ping and /version are used so). */
-  unversioned?: boolean;
-  /**
-   * The request may hold its connection for long (a stop with a grace
-   * period); implied by timeoutMs 0. Such requests never take a connection
-   * of the quick pool.
-   */
-  long?: boolean;
-}
-
-export interface RawResponse {
-  statusCode: number;
-  headers: Record<string, string | string[] | undefined>;
-  /** undici body: also an async iterable of Buffers and a Readable. */
-  body: Dispatcher.ResponseData["body"];
-}
-
-export function socketPathOf(endpoint: string): string {
-  if (endpoint.startsWith("unix://")) return endpoint.slice("unix://".length);
-  if (endpoint.startsWith("/")) return endpoint;
-  throw new CridockError("INVALID_ARGUMENT", `docker endpoint ${endpoint} is not a unix:// socket`);
-}
-
 const CONNECTION_ERRORS = new Set(["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
 
 export class DockerClient {
@@ -107,7 +77,6 @@ export class DockerClient {
   private readonly log: Logger;
   private negotiated: Promise<string> | undefined;
   private readonly listCache: ContainerListCache | undefined;
-  private eventWatch: AbortController | undefined;
   private readonly onRequest: DockerRequestObserver | undefined;
   /** Docker's container events, followed once watchContainerEvents() is called. */
   readonly events: ContainerEventStream;
@@ -416,14 +385,4 @@ export class DockerClient {
   async execResize(execId: string, height: number, width: number): Promise<void> {
     await this.json("POST", `/exec/${encodeURIComponent(execId)}/resize`, { query: { h: height, w: width } });
   }
-}
-
-function encodeQuery(query: Query): string {
-  const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(query)) {
-    if (value === undefined) continue;
-    params.set(key, typeof value === "boolean" ? (value ? "1" : "0") : String(value));
-  }
-  const text = params.toString();
-  return text ? `?${text}` : "";
 }
