@@ -157,6 +157,8 @@ function safeToSend(path: string, type: protobuf.Type, bytes: Buffer): boolean {
 }
 
 const identity = (b: Buffer) => b;
+/** How long an open stream may stay silent before it counts as accepted. */
+const STREAM_QUIET_MS = 1_000;
 
 function send(path: string, streaming: boolean, bytes: Buffer): Promise<number> {
   const deadline = Date.now() + CALL_TIMEOUT_MS;
@@ -165,10 +167,15 @@ function send(path: string, streaming: boolean, bytes: Buffer): Promise<number> 
       const call = raw.makeServerStreamRequest(path, identity, identity, bytes, new grpc.Metadata(), { deadline });
       let settled = false;
       const done = (code: number) => {
+        clearTimeout(quiet);
         if (!settled) resolve(code);
         settled = true;
         call.cancel();
       };
+      // GetContainerEvents sends nothing until a container changes: a stream
+      // still open and quiet after a moment accepted the request. Refusals
+      // come at once.
+      const quiet = setTimeout(() => done(0), STREAM_QUIET_MS);
       call.on("data", () => done(0)); // the stats streams run until cancelled: the first message is the answer
       call.on("error", (err: grpc.ServiceError) => done(err.code));
       call.on("end", () => done(0));
