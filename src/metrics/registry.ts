@@ -135,33 +135,28 @@ export class CridockMetrics implements RpcObserver {
         for (const [state, n] of Object.entries(c.containers)) this.set({ state }, n);
       },
     });
-    new client.Counter({
-      name: `${PREFIX}container_log_bytes_total`,
-      help: "Bytes written to CRI container log files",
-      registers,
-      collect() {
-        const totals = sources().logTotals?.();
-        if (totals) this.reset(), this.inc(totals.bytesWritten);
-      },
-    });
-    new client.Counter({
-      name: `${PREFIX}container_log_lost_total`,
-      help: "Occasions on which Docker rotated container output away before cridock copied it into the CRI log",
-      registers,
-      collect() {
-        const totals = sources().logTotals?.();
-        if (totals) this.reset(), this.inc(totals.lostEvents);
-      },
-    });
-    new client.Counter({
-      name: `${PREFIX}container_log_lost_bytes_total`,
-      help: "Bytes of container output known to be lost to Docker's log rotation (a lower bound: whole files rotated away unseen have no known size)",
-      registers,
-      collect() {
-        const totals = sources().logTotals?.();
-        if (totals) this.reset(), this.inc(totals.lostBytes);
-      },
-    });
+    // The log writers keep plain running totals; each scrape copies one of them into its counter.
+    const logTotalCounter = (name: string, help: string, field: keyof LogTotals) =>
+      new client.Counter({
+        name: `${PREFIX}${name}`,
+        help,
+        registers,
+        collect() {
+          const totals = sources().logTotals?.();
+          if (totals) this.reset(), this.inc(totals[field]);
+        },
+      });
+    logTotalCounter("container_log_bytes_total", "Bytes written to CRI container log files", "bytesWritten");
+    logTotalCounter(
+      "container_log_lost_total",
+      "Occasions on which Docker rotated container output away before cridock copied it into the CRI log",
+      "lostEvents",
+    );
+    logTotalCounter(
+      "container_log_lost_bytes_total",
+      "Bytes of container output known to be lost to Docker's log rotation (a lower bound: whole files rotated away unseen have no known size)",
+      "lostBytes",
+    );
     if (options.processMetrics ?? true) client.collectDefaultMetrics({ register: this.registry, prefix: PREFIX });
   }
 
