@@ -16,16 +16,6 @@ BIN_DIR="$CRIDOCK_TOOLS_DIR/bin"
 STAMP="$BIN_DIR/.cri-tools-version"
 MODULE="sigs.k8s.io/cri-tools"
 
-find_go() {
-  if command -v go >/dev/null; then
-    command -v go
-  elif [[ -x /usr/local/go/bin/go ]]; then
-    echo /usr/local/go/bin/go
-  else
-    die "Go is not installed: cri-tools $CRI_TOOLS_VERSION needs a recent Go toolchain (go.dev/dl) on PATH or in /usr/local/go"
-  fi
-}
-
 already_installed() {
   [[ -x "$BIN_DIR/crictl" && -x "$BIN_DIR/critest" && -f "$STAMP" && "$(cat "$STAMP")" == "$CRI_TOOLS_VERSION" ]]
 }
@@ -57,7 +47,7 @@ build_tools() {
 main() {
   mkdir -p "$ENV_LOG_DIR"
   already_installed && return 0
-  build_tools "$(find_go)"
+  build_tools "$(find_go "cri-tools $CRI_TOOLS_VERSION")"
 }
 
 main "$@"

@@ -20,16 +20,6 @@ set -euo pipefail
 # shellcheck source=scripts/lib/env-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 
-find_go() {
-  if command -v go >/dev/null; then
-    command -v go
-  elif [[ -x /usr/local/go/bin/go ]]; then
-    echo /usr/local/go/bin/go
-  else
-    die "Go is not installed: building Docker Engine $DOCKER_ENGINE_VERSION needs a recent Go toolchain (go.dev/dl) on PATH or in /usr/local/go"
-  fi
-}
-
 # module_copy GO MODULE@VERSION DEST: a writable copy of a module's source
 # (the module cache is read-only).
 module_copy() {
@@ -80,7 +70,7 @@ main() {
   if [[ ! -x "$DOCKER_ENGINE_BIN_DIR/dockerd" || ! -x "$DOCKER_ENGINE_BIN_DIR/docker-proxy" || ! -x "$DOCKER_ENGINE_BIN_DIR/runc" ]]; then
     dpkg-query -W -f='${Status}' libseccomp-dev 2>/dev/null | grep -q "install ok installed" ||
       die "libseccomp-dev is missing (scripts/env-setup.sh installs it)"
-    build_engine "$(find_go)" "$DOCKER_ENGINE_BIN_DIR"
+    build_engine "$(find_go "building Docker Engine $DOCKER_ENGINE_VERSION")" "$DOCKER_ENGINE_BIN_DIR"
   fi
   echo "$DOCKER_ENGINE_BIN_DIR"
 }

@@ -21,16 +21,6 @@ BIN_DIR="$CRIDOCK_TOOLS_DIR/bin"
 STAMP="$BIN_DIR/.kubelet-version"
 MODULE="k8s.io/kubernetes"
 
-find_go() {
-  if command -v go >/dev/null; then
-    command -v go
-  elif [[ -x /usr/local/go/bin/go ]]; then
-    echo /usr/local/go/bin/go
-  else
-    die "Go is not installed: kubelet $KUBELET_VERSION needs a recent Go toolchain (go.dev/dl) on PATH or in /usr/local/go"
-  fi
-}
-
 already_installed() {
   [[ -x "$BIN_DIR/kubelet" && -f "$STAMP" && "$(cat "$STAMP")" == "$KUBELET_VERSION" ]]
 }
@@ -98,7 +88,7 @@ build_kubelet() {
 main() {
   mkdir -p "$ENV_LOG_DIR"
   already_installed && return 0
-  build_kubelet "$(find_go)"
+  build_kubelet "$(find_go "kubelet $KUBELET_VERSION")"
 }
 
 main "$@"

@@ -144,3 +144,14 @@ ensure_node_modules() {
     fi
   fi
 }
+
+# find_go WHAT: the Go toolchain to build WHAT with (PATH, then /usr/local/go).
+find_go() {
+  if command -v go >/dev/null; then
+    command -v go
+  elif [[ -x /usr/local/go/bin/go ]]; then
+    echo /usr/local/go/bin/go
+  else
+    die "Go is not installed: $1 needs a recent Go toolchain (go.dev/dl) on PATH or in /usr/local/go"
+  fi
+}
