@@ -42,6 +42,7 @@ export class CridockMetrics implements RpcObserver {
   private readonly dockerDuration;
   private readonly dockerErrors;
   private readonly cniDuration;
+  private readonly stepDuration;
   private readonly cniErrors;
   private readonly pullTotal;
   private readonly pullBytes;
@@ -89,6 +90,13 @@ export class CridockMetrics implements RpcObserver {
       name: `${PREFIX}cni_operation_errors_total`,
       help: "Failed CNI ADD and DEL operations",
       labelNames: ["operation"] as const,
+      registers,
+    });
+    this.stepDuration = new client.Histogram({
+      name: `${PREFIX}operation_step_duration_seconds`,
+      help: "Time of each step of RunPodSandbox, StopPodSandbox, RemovePodSandbox, CreateContainer, StartContainer and ExecSync (Docker calls, CNI plugin execs, netns pinning, checkpoint writes); step \"total\" is the whole operation",
+      labelNames: ["operation", "step"] as const,
+      buckets: LATENCY_BUCKETS,
       registers,
     });
     this.pullTotal = new client.Counter({
@@ -177,6 +185,11 @@ export class CridockMetrics implements RpcObserver {
       const reason = outcome.error === "http" && outcome.statusCode ? String(outcome.statusCode) : outcome.error;
       this.dockerErrors.inc({ method, endpoint, reason });
     }
+  }
+
+  /** One finished step of an operation's step timer (src/steps.ts). */
+  operationStep(operation: string, step: string, seconds: number): void {
+    this.stepDuration.observe({ operation, step }, seconds);
   }
 
   cniOperation(operation: "ADD" | "DEL", seconds: number, ok: boolean): void {

@@ -1,8 +1,8 @@
 /**
  * Wires metrics into the components main() builds, in a few calls, so the
  * entry point stays a list of components: the Docker client's request hook,
- * the CNI operation hook, the image pull hook, the CRI handler wrapper, and the
- * scrape-time sources (object counts, log totals). Without
+ * the CNI operation hook, the image pull hook, the CRI handler wrapper, a sink
+ * for the step timer's steps, and the scrape-time sources (object counts, log totals). Without
  * --metrics-bind-addr nothing is created and every hook is absent.
  */
 import type { Config } from "../config.ts";
@@ -10,6 +10,7 @@ import type { HandlerTable } from "../cri/handlers.ts";
 import type { DockerRequestObserver } from "../docker/observer.ts";
 import type { Logger } from "../log.ts";
 import { logTotals } from "../logs/totals.ts";
+import { addStepSink } from "../steps.ts";
 import { MetricsServer } from "./http.ts";
 import { CridockMetrics, type ObjectCounts } from "./registry.ts";
 import { instrumentHandlers } from "./rpc.ts";
@@ -40,6 +41,7 @@ export function metricsWiring(config: Config, log: Logger): MetricsWiring {
   }
   const metrics = new CridockMetrics();
   const server = new MetricsServer(metrics, { host: bind.host, port: bind.port, logger: log });
+  const removeStepSink = addStepSink((operation, step, ms) => metrics.operationStep(operation, step, ms / 1000));
   return {
     dockerObserver: (method, path, seconds, outcome) => metrics.dockerRequest(method, path, seconds, outcome),
     onPull: (seconds, result) => metrics.imagePull(seconds, result),
@@ -52,7 +54,10 @@ export function metricsWiring(config: Config, log: Logger): MetricsWiring {
       }
       await server.start();
     },
-    stop: () => server.stop(),
+    stop: async () => {
+      removeStepSink();
+      await server.stop();
+    },
     address: () => server.address(),
   };
 }

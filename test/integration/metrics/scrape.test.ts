@@ -47,6 +47,12 @@ t.test("a pod lifecycle moves the counters", async (t) => {
   const creates = (s: Map<string, number>) => value(s, 'cridock_docker_request_duration_seconds_count{method="POST",endpoint="/containers/create"}');
   t.equal(creates(during) - creates(before), 2, "two Docker creates (pause and container), under one endpoint template");
   t.notOk([...during.keys()].some((k) => k.includes(id.slice(0, 12))), "no series is labelled with a container id");
+  const step = (s: Map<string, number>, operation: string, name: string) =>
+    value(s, `cridock_operation_step_duration_seconds_count{operation="${operation}",step="${name}"}`);
+  t.equal(step(during, "RunPodSandbox", "total") - step(before, "RunPodSandbox", "total"), 1, "the step timer's total of RunPodSandbox");
+  t.equal(step(during, "RunPodSandbox", "docker.create") - step(before, "RunPodSandbox", "docker.create"), 1, "its Docker create step");
+  t.equal(step(during, "RunPodSandbox", "cni.add.bridge") - step(before, "RunPodSandbox", "cni.add.bridge"), 1, "its CNI bridge plugin exec");
+  t.ok(step(during, "StartContainer", "docker.start") >= 1, "StartContainer's steps");
   const logBytes = value(during, "cridock_container_log_bytes_total") - value(before, "cridock_container_log_bytes_total");
   t.ok(logBytes >= Buffer.byteLength(logText), `log bytes moved by the file's size (${logBytes} ≥ ${Buffer.byteLength(logText)})`);
   t.equal(value(during, "cridock_container_log_lost_total"), 0, "nothing lost to rotation");
