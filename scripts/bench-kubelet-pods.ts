@@ -1,18 +1,25 @@
 /**
  * Benchmark: a burst of static pods through a real kubelet and cridock (the
- * e2e environment: private dockerd, CNI, standalone kubelet), once with
- * kubelet's generic PLEG and once with evented PLEG (GetContainerEvents).
+ * e2e environment: private dockerd, CNI, standalone kubelet), with kubelet's
+ * generic PLEG and with evented PLEG (GetContainerEvents).
  *
  * For each mode it writes N manifests at once and reports
- * - per-pod start latency, manifest write → all containers ready, as seen on
- *   kubelet's /pods (p50/p90/p99), and kubelet's own
- *   kubelet_pod_start_sli_duration_seconds (mean);
+ * - per-pod start latency, manifest write → all containers running and
+ *   ready on kubelet's /pods (p50/p90/p99). kubelet's own
+ *   kubelet_pod_start_sli_duration_seconds cannot serve here: kubelet feeds
+ *   it from the API server's watch and leaves static pods out;
  * - cridock's CPU time (user+system) from the write until all pods ran;
- * - where cridock's time went: each CRI method's call count, total and
- *   median milliseconds during the burst, from cridock's debug log;
+ * - where the time went, from cridock's /metrics: each CRI method's calls,
+ *   summed and mean latency; the step timer's steps of RunPodSandbox,
+ *   CreateContainer and StartContainer; Docker endpoints; CNI ADD;
  * - the slowest Version and Status answer while the pods are deleted.
  *
- *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented]
+ * --compare runs the same bursts, alternating, with another tree's cridock
+ * (e.g. a checkout from before a change), without metrics since older trees
+ * may not serve them: latency and CPU side by side.
+ *
+ *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
+ *                                         [--compare <other tree's bin/cridock.js>]
  *
  * Needs what the e2e suite needs (root, scripts/env-setup.sh, scripts/install-kubelet.sh).
  */
@@ -20,14 +27,18 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { KubeletEnv, sleep } from "../test/e2e/harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE } from "../test/helpers/env.ts";
+import type { Samples } from "../test/helpers/metrics-scrape.ts";
 
 const { values } = parseArgs({
   options: {
     pods: { type: "string", default: "30" },
     modes: { type: "string", default: "generic,evented" },
+    rounds: { type: "string", default: "1" },
+    compare: { type: "string" },
   },
 });
 const PODS = Number(values.pods);
+const ROUNDS = Number(values.rounds);
 const CLOCK_TICKS = 100;
 
 function cpuSeconds(pid: number): number {
@@ -40,42 +51,93 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-interface CallLine {
-  time: number;
-  method: string;
-  ms: number;
+/** A series key `name{a="x",b="y"}` split into its name and labels. */
+function parseSeries(series: string): { name: string; labels: Record<string, string> } {
+  const brace = series.indexOf("{");
+  const name = brace < 0 ? series : series.slice(0, brace);
+  const labels: Record<string, string> = {};
+  for (const m of series.slice(brace + 1).matchAll(/(\w+)="([^"]*)"/g)) labels[m[1]!] = m[2]!;
+  return { name, labels };
 }
 
-function callsBetween(logs: string, from: number, to: number): CallLine[] {
-  const out: CallLine[] = [];
-  for (const line of logs.split("\n")) {
-    if (!line.includes('"call ok"') && !line.includes('"call failed')) continue;
-    try {
-      const j = JSON.parse(line) as { time: string; method: string; ms: number };
-      const time = Date.parse(j.time);
-      if (time >= from && time <= to) out.push({ time, method: j.method.replace(/^runtime\.v1\./, ""), ms: j.ms });
-    } catch {
-      // not a log line of ours
-    }
+interface Row {
+  key: string;
+  count: number;
+  seconds: number;
+}
+
+/** Per label key of one histogram: observations and summed seconds between two scrapes. */
+function histogramDelta(before: Samples, after: Samples, name: string, keyOf: (labels: Record<string, string>) => string | undefined): Row[] {
+  const rows = new Map<string, Row>();
+  for (const [series, v] of after) {
+    const parsed = parseSeries(series);
+    const field = parsed.name === `${name}_count` ? "count" : parsed.name === `${name}_sum` ? "seconds" : undefined;
+    if (!field) continue;
+    const key = keyOf(parsed.labels);
+    if (key === undefined) continue;
+    const row = rows.get(key) ?? { key, count: 0, seconds: 0 };
+    row[field] += v - (before.get(series) ?? 0);
+    rows.set(key, row);
   }
-  return out;
+  return [...rows.values()].filter((r) => r.count > 0).sort((a, b) => b.seconds - a.seconds);
 }
 
-async function sliMean(env: KubeletEnv): Promise<number> {
-  const metrics = (await env.get("/metrics")).body;
-  const sum = Number(/^kubelet_pod_start_sli_duration_seconds_sum(?:\{[^}]*\})?\s+(\S+)/m.exec(metrics)?.[1] ?? NaN);
-  const count = Number(/^kubelet_pod_start_sli_duration_seconds_count(?:\{[^}]*\})?\s+(\S+)/m.exec(metrics)?.[1] ?? NaN);
-  return sum / count;
+function printRows(title: string, rows: Row[], limit = 12): void {
+  console.log(title);
+  console.log(`  ${"".padEnd(52)} ${"calls".padStart(6)} ${"total s".padStart(8)} ${"mean ms".padStart(8)}`);
+  for (const r of rows.slice(0, limit)) {
+    console.log(`  ${r.key.padEnd(52)} ${String(r.count).padStart(6)} ${r.seconds.toFixed(2).padStart(8)} ${((r.seconds / r.count) * 1000).toFixed(1).padStart(8)}`);
+  }
 }
 
-async function runMode(evented: boolean): Promise<void> {
-  const mode = evented ? "evented PLEG" : "generic PLEG";
-  const env = await KubeletEnv.start({ evented, cridockLogLevel: "debug", kubeletPort: 10351, bridge: "cridock-kb0", dockerBridge: "cridock-kbd", subnet: "10.98.0.0/24" });
+function printBreakdown(before: Samples, after: Samples): void {
+  printRows(
+    "CRI calls during the burst (summed latency; calls overlap):",
+    histogramDelta(before, after, "cridock_cri_request_duration_seconds", (l) => l.method),
+  );
+  printRows(
+    "steps of the pod-start operations (mean per operation; step 'total' is the whole call):",
+    histogramDelta(before, after, "cridock_operation_step_duration_seconds", (l) =>
+      ["RunPodSandbox", "CreateContainer", "StartContainer"].includes(l.operation!) ? `${l.operation} ${l.step}` : undefined,
+    ),
+    30,
+  );
+  printRows(
+    "Docker requests (until dockerd's answer headers):",
+    histogramDelta(before, after, "cridock_docker_request_duration_seconds", (l) => `${l.method} ${l.endpoint}`),
+  );
+  printRows("CNI:", histogramDelta(before, after, "cridock_cni_operation_duration_seconds", (l) => l.operation));
+}
+
+interface Arm {
+  name: string;
+  entry?: string;
+}
+
+interface BurstResult {
+  latencies: number[];
+  allRunningS: number;
+  cpuS: number;
+  running: number;
+}
+
+async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promise<BurstResult> {
+  const metrics = arm.entry === undefined;
+  const env = await KubeletEnv.start({
+    evented,
+    metrics,
+    cridockEntry: arm.entry,
+    kubeletPort: 10351,
+    bridge: "cridock-kb0",
+    dockerBridge: "cridock-kbd",
+    subnet: "10.98.0.0/24",
+  });
   try {
     // The image is pulled before the burst: the bench measures starts, not the registry.
     await env.cridock.client.imageCall("PullImage", { image: { image: BUSYBOX_IMAGE } });
     const names = Array.from({ length: PODS }, (_, i) => `bench-${i}`);
     const pid = env.cridock.child.pid!;
+    const scrapeBefore = metrics ? await env.metrics() : undefined;
     const cpuBefore = cpuSeconds(pid);
     const written = new Map<string, number>();
     const from = Date.now();
@@ -99,24 +161,13 @@ async function runMode(evented: boolean): Promise<void> {
       }
       await sleep(100);
     }
-    const to = Date.now();
-    const cpu = cpuSeconds(pid) - cpuBefore;
-    const latencies = [...runningAt].map(([name, at]) => (at - written.get(name)!) / 1000).sort((a, b) => a - b);
-    const sli = await sliMean(env);
-
-    console.log(`\n== ${mode}: ${PODS}-pod burst ==`);
-    console.log(`running: ${runningAt.size}/${PODS} after ${((to - from) / 1000).toFixed(1)} s`);
-    console.log(`start latency (manifest → Running), s: p50 ${percentile(latencies, 50).toFixed(2)}  p90 ${percentile(latencies, 90).toFixed(2)}  p99 ${percentile(latencies, 99).toFixed(2)}`);
-    console.log(`kubelet_pod_start_sli_duration_seconds mean: ${sli.toFixed(2)} s`);
-    console.log(`cridock CPU time during the burst: ${cpu.toFixed(2)} s (debug logging on)`);
-    const calls = callsBetween(env.cridock.logs(), from, to);
-    const byMethod = new Map<string, number[]>();
-    for (const c of calls) byMethod.set(c.method, [...(byMethod.get(c.method) ?? []), c.ms]);
-    const rows = [...byMethod].map(([method, ms]) => ({ method, n: ms.length, total: ms.reduce((a, b) => a + b, 0), median: percentile([...ms].sort((a, b) => a - b), 50), max: Math.max(...ms) }));
-    rows.sort((a, b) => b.total - a.total);
-    console.log("CRI calls during the burst (total ms = summed call latency, calls overlap):");
-    console.log(`  ${"method".padEnd(44)} ${"calls".padStart(6)} ${"total ms".padStart(10)} ${"median".padStart(8)} ${"max".padStart(8)}`);
-    for (const r of rows) console.log(`  ${r.method.padEnd(44)} ${String(r.n).padStart(6)} ${r.total.toFixed(0).padStart(10)} ${r.median.toFixed(1).padStart(8)} ${r.max.toFixed(1).padStart(8)}`);
+    const result: BurstResult = {
+      running: runningAt.size,
+      allRunningS: (Date.now() - from) / 1000,
+      cpuS: cpuSeconds(pid) - cpuBefore,
+      latencies: [...runningAt].map(([name, at]) => (at - written.get(name)!) / 1000).sort((a, b) => a - b),
+    };
+    if (showBreakdown && scrapeBefore) printBreakdown(scrapeBefore, await env.metrics());
 
     // Deletion, with Version and Status sampled all along (they must answer fast whatever runs).
     let worstVersion = 0;
@@ -139,10 +190,39 @@ async function runMode(evented: boolean): Promise<void> {
     while ((await env.runningPodContainers()) > 0 && Date.now() < gone) await sleep(500);
     sampling = false;
     await sampler;
-    console.log(`deletion: all containers stopped after ${((Date.now() - deleting) / 1000).toFixed(1)} s; slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile`);
+    console.log(
+      `[${arm.name}] deletion: all containers stopped after ${((Date.now() - deleting) / 1000).toFixed(1)} s; ` +
+        `slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile`,
+    );
+    return result;
   } finally {
     await env.destroy();
   }
 }
 
-for (const mode of values.modes!.split(",")) await runMode(mode.trim() === "evented");
+function report(arm: Arm, results: BurstResult[]): void {
+  const latencies = results.flatMap((r) => r.latencies).sort((a, b) => a - b);
+  const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
+  console.log(
+    `  ${arm.name.padEnd(34)} running ${results.map((r) => `${r.running}/${PODS}`).join(", ")}; ` +
+      `all Running after ${median(results.map((r) => r.allRunningS)).toFixed(1)} s; ` +
+      `start latency p50/p90/p99 ${percentile(latencies, 50).toFixed(2)} / ${percentile(latencies, 90).toFixed(2)} / ${percentile(latencies, 99).toFixed(2)} s; ` +
+      `cridock CPU ${median(results.map((r) => r.cpuS)).toFixed(2)} s`,
+  );
+}
+
+const arms: Arm[] = [{ name: "this tree" }];
+if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare });
+
+for (const mode of values.modes!.split(",").map((m) => m.trim())) {
+  const evented = mode === "evented";
+  console.log(`\n== ${evented ? "evented" : "generic"} PLEG: ${PODS}-pod burst, ${ROUNDS} round(s) ==`);
+  const results = new Map<Arm, BurstResult[]>(arms.map((a) => [a, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    // Alternate the order each round so neither arm always runs on a warmer machine.
+    const order = round % 2 === 0 ? arms : [...arms].reverse();
+    for (const arm of order) results.get(arm)!.push(await burst(arm, evented, round === 0 && arm.entry === undefined));
+  }
+  console.log(`${evented ? "evented" : "generic"} PLEG results:`);
+  for (const arm of arms) report(arm, results.get(arm)!);
+}
