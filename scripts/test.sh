@@ -83,15 +83,17 @@ run_tap_suite() {
 }
 
 # The kubelet suite (test/e2e), once per PLEG mode. kubelet is built (and
-# cached) first; each test file starts its own private dockerd, cridock and
-# kubelet.
+# cached) first; each test file starts its own private dockerd (the same
+# engine build as ENGINE, so kubelet meets Engine 29 on an Engine 29 run),
+# cridock and kubelet.
 run_e2e() {
-  local engine="$1"
+  local engine="$1" dockerd_bin="${CRIDOCK_TEST_DOCKERD_BIN:-dockerd}"
+  [[ -n "${CRIDOCK_TEST_DOCKERD_BIN:-}" || "$engine" != docker29* ]] || dockerd_bin="$DOCKER_ENGINE_BIN_DIR/dockerd"
   bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh"
   SUITE_DIR=e2e
-  SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=0)
+  SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=0 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin")
   run_tap_suite e2e "$engine" --jobs=1 --timeout=600
-  SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=1)
+  SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=1 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin")
   run_tap_suite e2e-evented-pleg "$engine" --jobs=1 --timeout=600
   SUITE_DIR=""
   SUITE_ENV=()

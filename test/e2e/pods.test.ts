@@ -6,7 +6,7 @@ import t from "tap";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { KubeletEnv, sleep, type ContainerStatusView } from "./harness/kubelet-env.ts";
+import { KubeletEnv, sleep, type ContainerStatusView, type PodView } from "./harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE, HTTPD_IMAGE } from "../helpers/env.ts";
 
 const env = await KubeletEnv.start();
@@ -179,10 +179,17 @@ t.test("resources and security context reach Docker", async (t) => {
 });
 
 t.test("a crash loop backs off more each time and keeps the previous run's logs", async (t) => {
-  const pod = await env.waitPod("crash", "three restarts", (p) => ((status(p.status.containerStatuses, "app")?.restartCount ?? 0) >= 3 && restartSeenAt.length >= 3 ? p : undefined), 120_000);
+  // kubelet keeps one dead container per container name: when a run dies it
+  // removes the run before, which the status still names as lastState until
+  // kubelet's next sync of the backed-off pod (10-15 s later) reports it
+  // waiting in CrashLoopBackOff. From then on lastState is the run kept.
+  const backedOff = (p: PodView) => {
+    const app = status(p.status.containerStatuses, "app");
+    return (app?.restartCount ?? 0) >= 3 && restartSeenAt.length >= 3 && app?.state.waiting?.reason === "CrashLoopBackOff" ? p : undefined;
+  };
+  const pod = await env.waitPod("crash", "three restarts, then back-off", backedOff, 120_000);
   const app = status(pod.status.containerStatuses, "app")!;
   t.equal(app.lastState?.terminated?.exitCode, 3, "the last exit code is kept");
-  // Right after a restart kubelet may still be swapping which run is "previous": retry briefly.
   let previous = "";
   for (let i = 0; i < 10 && !/^run-at-\d+\n$/.test(previous); i++) {
     previous = (await env.get(`/containerLogs/default/${env.podName("crash")}/app?previous=true`)).body;

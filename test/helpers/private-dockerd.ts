@@ -8,12 +8,16 @@
  * its own instead, created here and deleted by destroy().
  *
  * The binary is `dockerd` on PATH unless CRIDOCK_TEST_DOCKERD_BIN (or the
- * `binary` option) names another engine build.
+ * `binary` option) names another engine build, such as the Engine 29 that
+ * scripts/install-docker-engine.sh builds. That build's directory then comes
+ * first on PATH, because the runc beside it is the one it needs (containerd's
+ * shim looks runc up on PATH), and its docker-proxy is named explicitly.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { existsSync } from "node:fs";
+import { dirname, join, isAbsolute } from "node:path";
 import { request } from "node:http";
 
 export interface PrivateDockerd {
@@ -62,6 +66,10 @@ export async function privateDockerd(options: PrivateDockerdOptions = {}): Promi
     if (!added.ok) throw new Error(`cannot create bridge ${bridge}: ${added.stderr}`);
   }
   const socketPath = join(dir, "docker.sock");
+  const binDir = isAbsolute(binary) ? dirname(binary) : undefined;
+  const proxy = binDir && join(binDir, "docker-proxy");
+  const extraFlags = proxy && existsSync(proxy) ? [`--userland-proxy-path=${proxy}`] : [];
+  const env = binDir ? { ...process.env, PATH: `${binDir}:${process.env.PATH ?? ""}` } : process.env;
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
 
@@ -80,8 +88,9 @@ export async function privateDockerd(options: PrivateDockerdOptions = {}): Promi
           "--iptables=false",
           "--ip-masq=false",
           "--ip-forward=false",
+          ...extraFlags,
         ],
-        { stdio: ["ignore", "ignore", "pipe"] },
+        { stdio: ["ignore", "ignore", "pipe"], env },
       );
       let log = "";
       child.stderr!.on("data", (d: Buffer) => (log = (log + d.toString()).slice(-4000)));

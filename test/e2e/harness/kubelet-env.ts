@@ -21,6 +21,7 @@ import { request as httpsRequest } from "node:https";
 import { startCridockProcess, type CridockProcess } from "../../helpers/cridock-process.ts";
 import { privateDockerd, type PrivateDockerd } from "../../helpers/private-dockerd.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir, type CniConfDir } from "../../helpers/env.ts";
+import { freePort, scrape, type Samples } from "../../helpers/metrics-scrape.ts";
 
 export const E2E_BRIDGE = "cridock-e2e0";
 export const E2E_DOCKER_BRIDGE = "cridock-e2ed";
@@ -38,8 +39,12 @@ export interface KubeletEnvOptions {
   bridge?: string;
   dockerBridge?: string;
   subnet?: string;
-  /** cridock log level (the bench wants debug for per-call timings). */
+  /** cridock log level. */
   cridockLogLevel?: string;
+  /** Another tree's bin/cridock.js to run (the kubelet bench compares trees). */
+  cridockEntry?: string;
+  /** Serve cridock's /metrics (default true; off for trees that predate it). */
+  metrics?: boolean;
 }
 
 export interface PodStatusView {
@@ -82,6 +87,8 @@ export class KubeletEnv {
   private kubeletExited: Promise<void> = Promise.resolve();
   private kubeletLog = "";
   private readonly port: number;
+  /** cridock's /metrics port on 127.0.0.1, the same across cridock restarts. */
+  metricsPort = 0;
 
   constructor(readonly options: KubeletEnvOptions, scratch: string) {
     this.evented = options.evented ?? process.env.CRIDOCK_E2E_EVENTED_PLEG === "1";
@@ -102,6 +109,7 @@ export class KubeletEnv {
       env.cni = await makeCniConfDir({ bridge: options.bridge ?? E2E_BRIDGE, subnet: options.subnet ?? E2E_SUBNET, networkName: E2E_NETWORK });
       env.dockerd = await privateDockerd({ bridge: options.dockerBridge ?? E2E_DOCKER_BRIDGE });
       await env.dockerd.start();
+      if (options.metrics ?? true) env.metricsPort = await freePort();
       await env.startCridock();
       await env.startKubelet();
       return env;
@@ -118,6 +126,7 @@ export class KubeletEnv {
 
   async startCridock(): Promise<void> {
     this.cridock = await startCridockProcess({
+      entry: this.options.cridockEntry,
       socketPath: this.socketPath,
       rootDirectory: this.cridockRoot,
       flags: [
@@ -128,9 +137,16 @@ export class KubeletEnv {
         `--cni-bin-dir=${CNI_BIN_DIR}`,
         `--cni-cache-dir=${this.cniCache}`,
         "--streaming-bind-addr=127.0.0.1:0",
+        ...(this.metricsPort ? [`--metrics-bind-addr=127.0.0.1:${this.metricsPort}`] : []),
         `--log-level=${this.options.cridockLogLevel ?? "info"}`,
       ],
     });
+  }
+
+  /** cridock's own metrics (counters restart with cridock). */
+  metrics(): Promise<Samples> {
+    if (!this.metricsPort) throw new Error("this environment's cridock serves no metrics");
+    return scrape(this.metricsPort);
   }
 
   async restartCridock(): Promise<void> {
