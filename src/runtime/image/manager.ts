@@ -12,12 +12,14 @@ import { pullImage, type PullSnapshot, type RegistryAuth } from "../../docker/pu
 import type { ImageInspect } from "../../docker/types.ts";
 import { CridockError, invalidArgument, notFound, withContext } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
+import { SharedPulls } from "./shared-pulls.ts";
 import {
   lookupKey,
   normalizedString,
   parseImageReference,
   pullParameters,
   type ImageReference,
+  type NamedReference,
 } from "./reference.ts";
 import {
   PinnedImages,
@@ -78,6 +80,7 @@ export class ImageManager {
   private readonly onPull: ImageManagerOptions["onPull"];
   private readonly users = new Map<string, ImageUser>();
   private readonly removals = new Map<string, Promise<void>>();
+  private readonly pulls = new SharedPulls<string>();
 
   constructor(options: ImageManagerOptions) {
     this.docker = options.docker;
@@ -144,8 +147,14 @@ export class ImageManager {
       if (inspect) return inspect.Id;
       throw invalidArgument(`cannot pull ${reference}: an image id names no registry; pull by name, tag or digest`);
     }
-    const { fromImage, tag } = pullParameters(ref);
     const image = normalizedString(ref);
+    // Same image, same credentials: one pull, however many callers ask at once.
+    const key = `${image}\n${options.auth ? JSON.stringify(options.auth) : ""}`;
+    return this.pulls.run(key, options.signal, (signal) => this.pullNow(ref, image, reference, { auth: options.auth, signal }));
+  }
+
+  private async pullNow(ref: NamedReference, image: string, reference: string, options: PullOptions): Promise<string> {
+    const { fromImage, tag } = pullParameters(ref);
     const started = Date.now();
     this.log.info({ image }, "pulling image");
     let lastLog = started;

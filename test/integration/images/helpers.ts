@@ -94,6 +94,8 @@ export interface DockerProxy {
   openPullConnections(): number;
   /** How many connections carried a POST /images/create. */
   pullConnections(): number;
+  /** How many POST /images/create requests went through (kept-alive connections carry several). */
+  pullRequests(): number;
   close(): Promise<void>;
 }
 
@@ -105,12 +107,15 @@ export async function dockerProxy(dir: string): Promise<DockerProxy> {
   const path = join(dir, "docker-proxy.sock");
   const pulls = new Set<Socket>();
   let pullCount = 0;
+  let pullRequests = 0;
   const all = new Set<Socket>();
   const server = createNetServer((client) => {
     const upstream = connect(DOCKER_SOCKET);
     all.add(client);
     client.on("data", (chunk: Buffer) => {
-      if (/^POST \/v[\d.]+\/images\/create/.test(chunk.subarray(0, 64).toString("latin1")) && !pulls.has(client)) {
+      if (!/^POST \/v[\d.]+\/images\/create/.test(chunk.subarray(0, 64).toString("latin1"))) return;
+      pullRequests++;
+      if (!pulls.has(client)) {
         pulls.add(client);
         pullCount++;
       }
@@ -130,6 +135,7 @@ export async function dockerProxy(dir: string): Promise<DockerProxy> {
     endpoint: `unix://${path}`,
     openPullConnections: () => pulls.size,
     pullConnections: () => pullCount,
+    pullRequests: () => pullRequests,
     async close() {
       for (const s of all) s.destroy();
       await new Promise((resolve) => server.close(resolve));

@@ -1,5 +1,5 @@
 // PullImage against the local registry: image_ref is Docker's id, tags and
-// digests, a missing tag, a malformed reference, a 1 ms deadline, and a
+// digests, concurrent pulls of one image, a missing tag, a malformed reference, a 1 ms deadline, and a
 // registry that accepts connections but never answers (the client deadline
 // and the no-progress watchdog both abort the pull and close Docker's request).
 import t from "tap";
@@ -86,6 +86,16 @@ t.test("PullImage", async (t) => {
     const layers = (await usesContainerdStore()) ? String.raw`[01]` : "1";
     const logged = new RegExp(`"layersDone":${layers},.*"msg":"pulled image"`);
     t.ok(await eventually(() => logged.test(cridock.logs())), "the pull is logged with its layers");
+  });
+
+  t.test("concurrent pulls of one image make one Docker pull and all get its id", async (t) => {
+    await client.imageCall("RemoveImage", { image: { image: IMAGE } });
+    const pullsBefore = proxy.pullRequests();
+    // Ten at once, as kubelet's parallel pulls (or 30 RunPodSandbox on a node without the pause image) ask.
+    const refs = await Promise.all(Array.from({ length: 10 }, () => client.imageCall("PullImage", { image: { image: IMAGE } })));
+    const id = (await dockerInspect(IMAGE))?.Id;
+    t.same(new Set(refs.map((r) => r.imageRef)), new Set([id]), "every caller gets the image id");
+    t.equal(proxy.pullRequests() - pullsBefore, 1, "dockerd was asked once");
   });
 
   t.test("by digest: no tag, the digest in RepoDigests", async (t) => {
