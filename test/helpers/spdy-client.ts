@@ -17,6 +17,7 @@ import {
   type SpdyHeaders,
 } from "../../src/streaming/spdy-frames.ts";
 import { HeaderCompressor, HeaderDecompressor } from "../../src/streaming/spdy-zlib.ts";
+import { readUpgradeResponse } from "./upgrade-response.ts";
 
 export type DecodedFrame = Frame & { headers?: SpdyHeaders };
 
@@ -74,6 +75,13 @@ export class SpdyTestClient {
     socket.on("error", () => undefined);
   }
 
+  /** A client on a socket whose upgrade response was already read; `rest` = the SPDY bytes read with it. */
+  static adopt(socket: Duplex, rest: Buffer): SpdyTestClient {
+    const client = new SpdyTestClient(socket);
+    if (rest.length > 0) client.onBytes(rest);
+    return client;
+  }
+
   /** Connects to `url` (http://host:port/path), upgrades to SPDY/3.1 and resolves with the response head and the client. */
   static async connectHttp(url: string, protocols: string[], extraHeaders = ""): Promise<{ status: number; head: string; client?: SpdyTestClient; socket: Socket }> {
     const u = new URL(url);
@@ -81,25 +89,9 @@ export class SpdyTestClient {
     await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
     const versions = protocols.map((p) => `X-Stream-Protocol-Version: ${p}\r\n`).join("");
     socket.write(`POST ${u.pathname} HTTP/1.1\r\nHost: ${u.host}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n${versions}${extraHeaders}Content-Length: 0\r\n\r\n`);
-    let buffered = Buffer.alloc(0);
-    const headEnd = await new Promise<number>((resolve, reject) => {
-      const onData = (chunk: Buffer) => {
-        buffered = Buffer.concat([buffered, chunk]);
-        const end = buffered.indexOf("\r\n\r\n");
-        if (end >= 0) {
-          socket.off("data", onData);
-          resolve(end);
-        }
-      };
-      socket.on("data", onData);
-      socket.once("close", () => reject(new Error(`connection closed before a response: ${buffered.toString()}`)));
-    });
-    const head = buffered.subarray(0, headEnd).toString();
-    const status = Number(/^HTTP\/1\.1 (\d+)/.exec(head)?.[1]);
+    const { head, status, rest } = await readUpgradeResponse(socket);
     if (status !== 101) return { status, head, socket };
-    const client = new SpdyTestClient(socket);
-    const rest = buffered.subarray(headEnd + 4);
-    if (rest.length > 0) client.onBytes(rest);
+    const client = SpdyTestClient.adopt(socket, rest);
     return { status, head, client, socket };
   }
 

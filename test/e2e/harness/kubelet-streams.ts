@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import type { Duplex } from "node:stream";
 import WebSocket, { createWebSocketStream } from "ws";
 import { SpdyTestClient } from "../../helpers/spdy-client.ts";
+import { readUpgradeResponse } from "../../helpers/upgrade-response.ts";
 
 export interface CommandResult {
   stdout: string;
@@ -24,28 +25,12 @@ export async function spdyUpgrade(port: number, path: string, protocols: string[
   await new Promise<void>((resolve, reject) => socket.once("secureConnect", resolve).once("error", reject));
   const versions = protocols.map((p) => `X-Stream-Protocol-Version: ${p}\r\n`).join("");
   socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n${versions}Content-Length: 0\r\n\r\n`);
-  let buffered = Buffer.alloc(0);
-  const headEnd = await new Promise<number>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      buffered = Buffer.concat([buffered, chunk]);
-      const end = buffered.indexOf("\r\n\r\n");
-      if (end >= 0) {
-        socket.off("data", onData);
-        resolve(end);
-      }
-    };
-    socket.on("data", onData);
-    socket.once("close", () => reject(new Error(`connection closed before a response: ${buffered.toString()}`)));
-  });
-  const head = buffered.subarray(0, headEnd).toString();
-  if (!/^HTTP\/1\.1 101/.test(head)) {
+  const { head, status, rest } = await readUpgradeResponse(socket);
+  if (status !== 101) {
     socket.destroy();
-    throw new Error(`kubelet refused the SPDY upgrade of ${path}: ${head}\n${buffered.subarray(headEnd + 4).toString()}`);
+    throw new Error(`kubelet refused the SPDY upgrade of ${path}: ${head}\n${rest.toString()}`);
   }
-  const client = new SpdyTestClient(socket);
-  const rest = buffered.subarray(headEnd + 4);
-  if (rest.length > 0) (client as unknown as { onBytes(b: Buffer): void }).onBytes(rest);
-  return client;
+  return SpdyTestClient.adopt(socket, rest);
 }
 
 /** exec/attach over SPDY (v4.channel.k8s.io): stdout, stderr and the error channel. */
@@ -151,21 +136,8 @@ async function wsTunnel(port: number, path: string, protocol: string): Promise<{
     `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
       `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Protocol: ${protocol}\r\n\r\n`,
   );
-  let buffered = Buffer.alloc(0);
-  const headEnd = await new Promise<number>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      buffered = Buffer.concat([buffered, chunk]);
-      const end = buffered.indexOf("\r\n\r\n");
-      if (end >= 0) {
-        socket.off("data", onData);
-        resolve(end);
-      }
-    };
-    socket.on("data", onData);
-    socket.once("close", () => reject(new Error(`connection closed before a response: ${buffered.toString()}`)));
-  });
-  const head = buffered.subarray(0, headEnd).toString();
-  if (!/^HTTP\/1\.1 101/.test(head)) {
+  const { head, status, rest } = await readUpgradeResponse(socket);
+  if (status !== 101) {
     socket.destroy();
     throw new Error(`kubelet refused the WebSocket upgrade of ${path}: ${head}`);
   }
@@ -176,6 +148,6 @@ async function wsTunnel(port: number, path: string, protocol: string): Promise<{
   const ws = new (WebSocket as unknown as new (address: null, protocols: undefined, options: object) => WebSocket)(null, undefined, {});
   const internals = ws as unknown as { _isServer: boolean; setSocket(socket: Duplex, head: Buffer, options: Record<string, unknown>): void };
   internals._isServer = false; // a client masks what it sends
-  internals.setSocket(socket, buffered.subarray(headEnd + 4), { maxPayload: 64 * 1024 * 1024, skipUTF8Validation: false });
+  internals.setSocket(socket, rest, { maxPayload: 64 * 1024 * 1024, skipUTF8Validation: false });
   return { ws, stream: createWebSocketStream(ws) };
 }
