@@ -26,7 +26,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { KubeletEnv, sleep } from "../test/e2e/harness/kubelet-env.ts";
-import { BUSYBOX_IMAGE } from "../test/helpers/env.ts";
+import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../test/helpers/env.ts";
 import type { Samples } from "../test/helpers/metrics-scrape.ts";
 
 const { values } = parseArgs({
@@ -133,8 +133,8 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     subnet: "10.98.0.0/24",
   });
   try {
-    // The image is pulled before the burst: the bench measures starts, not the registry.
-    await env.cridock.client.imageCall("PullImage", { image: { image: BUSYBOX_IMAGE } });
+    // The images are pulled before the burst: the bench measures starts, not the registry.
+    for (const image of [PAUSE_IMAGE, BUSYBOX_IMAGE]) await env.cridock.client.imageCall("PullImage", { image: { image } });
     const names = Array.from({ length: PODS }, (_, i) => `bench-${i}`);
     const pid = env.cridock.child.pid!;
     const scrapeBefore = metrics ? await env.metrics() : undefined;

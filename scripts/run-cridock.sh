@@ -49,7 +49,8 @@ main() {
   ensure_default_cni_conf
   cd "$CRIDOCK_REPO_ROOT"
   log "starting cridock on unix:///var/run/cridock.sock (Ctrl-C stops it)"
-  exec node bin/cridock.js "$@"
+  # As the systemd unit does: file operations get 16 libuv threads, not 4 (read at node's start).
+  UV_THREADPOOL_SIZE="${UV_THREADPOOL_SIZE:-16}" exec node bin/cridock.js "$@"
 }
 
 main "$@"

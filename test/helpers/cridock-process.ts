@@ -59,7 +59,8 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
       : [process.execPath, [...(options.nodeFlags ?? []), options.entry ?? join(REPO_ROOT, "bin/cridock.js"), ...flags]];
   const child = spawn(command, args, {
     cwd: REPO_ROOT,
-    env: { ...process.env, ...options.env },
+    // As the systemd unit and scripts/run-cridock.sh run it (libuv reads this at node's start).
+    env: { UV_THREADPOOL_SIZE: "16", ...process.env, ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
