@@ -1,5 +1,6 @@
 /**
- * Benchmark: cridock's resident memory (VmRSS, and VmHWM, the peak) idle
+ * Benchmark: cridock's resident memory (VmRSS, VmHWM, the peak, and the
+ * anonymous part, its own heap and buffers) idle
  * after start and with N pause-only pods (CNI networking), for each way of
  * running it: the prebuilt bundle (dist/cridock.js, `npm run build` first),
  * the sources through tsx, and optionally another tree's bin/cridock.js.
@@ -27,10 +28,16 @@ const pods = Number(values.pods);
 const idleMs = Number(values["idle-seconds"]) * 1000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function memory(pid: number): Promise<{ rss: number; hwm: number }> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  const kb = (field: string) => Number(/(\d+) kB/.exec(status.split("\n").find((l) => l.startsWith(field)) ?? "")?.[1] ?? NaN);
-  return { rss: kb("VmRSS:") / 1024, hwm: kb("VmHWM:") / 1024 };
+/**
+ * VmRSS and its peak, and from smaps_rollup the process's private anonymous
+ * memory: RSS also counts the pages of the node executable it has touched
+ * (about half of an idle cridock's RSS), which every node process on the
+ * host shares.
+ */
+async function memory(pid: number): Promise<{ rss: number; hwm: number; anon: number }> {
+  const [status, rollup] = await Promise.all([readFile(`/proc/${pid}/status`, "utf8"), readFile(`/proc/${pid}/smaps_rollup`, "utf8")]);
+  const kb = (text: string, field: string) => Number(/(\d+) kB/.exec(text.split("\n").find((l) => l.startsWith(field)) ?? "")?.[1] ?? NaN);
+  return { rss: kb(status, "VmRSS:") / 1024, hwm: kb(status, "VmHWM:") / 1024, anon: kb(rollup, "Anonymous:") / 1024 };
 }
 
 const cni = await makeCniConfDir({ bridge: "cridock-mem0", subnet: "10.93.0.0/22", networkName: "cridock-mem" });
@@ -62,7 +69,8 @@ try {
       await sleep(idleMs);
       const loaded = await memory(cridock.child.pid!);
       console.log(
-        `${arm.name}: idle RSS ${idle.rss.toFixed(1)} MB (peak ${idle.hwm.toFixed(1)}); with ${pods} pods RSS ${loaded.rss.toFixed(1)} MB (peak ${loaded.hwm.toFixed(1)})`,
+        `${arm.name}: idle RSS ${idle.rss.toFixed(1)} MB (anonymous ${idle.anon.toFixed(1)}, peak RSS ${idle.hwm.toFixed(1)}); ` +
+          `with ${pods} pods RSS ${loaded.rss.toFixed(1)} MB (anonymous ${loaded.anon.toFixed(1)}, peak RSS ${loaded.hwm.toFixed(1)})`,
       );
     } finally {
       for (const podSandboxId of ids) {

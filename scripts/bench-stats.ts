@@ -14,7 +14,7 @@ import { DockerClient } from "../src/docker/client.ts";
 import { silentLogger } from "../src/log.ts";
 import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL } from "../src/runtime/labels.ts";
 import { startCridockProcess } from "../test/helpers/cridock-process.ts";
-import { BUSYBOX_IMAGE } from "../test/helpers/env.ts";
+import { BUSYBOX_IMAGE, TEST_DOCKER_ENDPOINT } from "../test/helpers/env.ts";
 
 const { values } = parseArgs({
   options: {
@@ -27,16 +27,32 @@ const COUNT = Number(values.containers);
 const ROUNDS = Number(values.rounds);
 const BENCH_LABEL = "cridock-bench-stats";
 
-const docker = new DockerClient({ endpoint: "unix:///var/run/docker.sock", requestTimeoutMs: 120_000, logger: silentLogger });
+// The engine cridock runs on (CRIDOCK_TEST_DOCKER_ENDPOINT), so cridock lists the containers made here.
+const docker = new DockerClient({ endpoint: TEST_DOCKER_ENDPOINT, requestTimeoutMs: 120_000, logger: silentLogger });
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;
 }
 
+/** The dockerd serving TEST_DOCKER_ENDPOINT (several may run: the node's own and the test engines). */
+function dockerdPid(): string {
+  const pids = execFileSync("pidof", ["dockerd"], { encoding: "utf8" }).trim().split(/\s+/);
+  const hostOf = (pid: string) => {
+    const args = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    const flag = args.findIndex((a) => a === "-H" || a === "--host" || a.startsWith("--host=") || a.startsWith("-H="));
+    if (flag < 0) return "unix:///var/run/docker.sock";
+    return args[flag]!.includes("=") ? args[flag]!.slice(args[flag]!.indexOf("=") + 1) : args[flag + 1]!;
+  };
+  const pid = pids.find((p) => hostOf(p) === TEST_DOCKER_ENDPOINT);
+  if (!pid) throw new Error(`no dockerd process serves ${TEST_DOCKER_ENDPOINT}`);
+  return pid;
+}
+const DOCKERD_PID = dockerdPid();
+
 /** dockerd's user+system CPU time so far, in milliseconds. */
 function dockerdCpuMs(): number {
-  const pid = execFileSync("pidof", ["dockerd"], { encoding: "utf8" }).trim().split(/\s+/)[0]!;
+  const pid = DOCKERD_PID;
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   const ticks = Number(fields[11]) + Number(fields[12]);
   return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
