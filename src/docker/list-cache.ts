@@ -10,6 +10,10 @@
  *   container event, any mutating call cridock makes, a reconnect, or age
  *   past `maxAgeMs` discards it.
  * - A snapshot is kept only if nothing invalidated it while it was fetched.
+ * - Lists that arrive while a fetch is under way share it only when nothing
+ *   invalidated the cache since that fetch began (during a pod burst Docker's
+ *   events invalidate it many times a second, and every list used to refetch
+ *   the whole scope on its own).
  * - Docker flushes the events response before it subscribes, so the stream is
  *   opened with `since` a little in the past: an event in that gap is
  *   replayed and invalidates the snapshot.
@@ -31,6 +35,7 @@ export class ContainerListCache {
   private generation = 0;
   private connected = false;
   private snapshot: { generation: number; at: number; items: ContainerSummary[] } | undefined;
+  private fetching: { generation: number; at: number; items: Promise<ContainerSummary[]> } | undefined;
   private readonly maxAgeMs: number;
 
   constructor(private readonly options: ListCacheOptions) {
@@ -66,12 +71,27 @@ export class ContainerListCache {
       // A lookup of one id after a change is cheaper asked of dockerd as it is
       // than by refetching every container; only broad lists refill the snapshot.
       if (filters.id?.length) return undefined;
-      const generation = this.generation;
-      const at = Date.now();
-      items = await this.options.fetchScope();
-      if (generation === this.generation && this.connected) this.snapshot = { generation, at, items };
+      items = await this.fetch();
     }
     return items.filter(match);
+  }
+
+  /** The whole scope from dockerd: the fetch under way when nothing changed since it began, else a new one. */
+  private fetch(): Promise<ContainerSummary[]> {
+    const generation = this.generation;
+    if (this.fetching?.generation === generation) return this.fetching.items;
+    const at = Date.now();
+    const items = this.options.fetchScope();
+    const flight = { generation, at, items };
+    this.fetching = flight;
+    const settled = () => {
+      if (this.fetching === flight) this.fetching = undefined;
+    };
+    items.then((list) => {
+      settled();
+      if (generation === this.generation && this.connected) this.snapshot = { generation, at, items: list };
+    }, settled);
+    return items;
   }
 }
 

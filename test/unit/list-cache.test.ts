@@ -89,6 +89,42 @@ t.test("a snapshot invalidated while it was fetched is used once, never kept", a
   t.equal(f.calls(), 2, "the next list fetched again");
 });
 
+t.test("lists during a fetch share it, unless something changed since it began", async (t) => {
+  const f = fixture();
+  f.cache.setConnected(true);
+  let release!: () => void;
+  f.hold(new Promise<void>((r) => (release = r)));
+  const first = [f.cache.list(filter), f.cache.list({ label: [`${SCOPE}=podsandbox`] }), f.cache.list(filter)];
+  t.equal(f.calls(), 1, "three lists, one fetch");
+  f.set([pod, ctrA]);
+  f.cache.invalidate(); // a container went away while the fetch ran
+  const after = f.cache.list(filter);
+  t.equal(f.calls(), 2, "a list after the change does not take the older fetch");
+  release();
+  t.same((await Promise.all(first)).map((l) => l!.length), [2, 1, 2], "the first three got the fetch they shared");
+  t.same((await after)!.map((c) => c.Id), ["bbbb2222"], "the later list sees the change");
+  f.hold(Promise.resolve());
+  await f.cache.list(filter);
+  t.equal(f.calls(), 2, "the fetch begun after the change became the snapshot");
+});
+
+t.test("a failed fetch reaches every list that shared it, and the next list tries again", async (t) => {
+  let calls = 0;
+  const cache = new ContainerListCache({
+    scopeLabel: SCOPE,
+    fetchScope: async () => {
+      calls++;
+      if (calls === 1) throw new Error("dockerd went away");
+      return [pod];
+    },
+  });
+  cache.setConnected(true);
+  const shared = [cache.list(filter), cache.list(filter)];
+  for (const p of shared) await t.rejects(p, /dockerd went away/);
+  t.same(await cache.list({ label: [`${SCOPE}=podsandbox`] }), [pod]);
+  t.equal(calls, 2);
+});
+
 t.test("snapshots expire even without events", async (t) => {
   let calls = 0;
   const cache = new ContainerListCache({ scopeLabel: SCOPE, fetchScope: async () => (calls++, [ctrA]), maxAgeMs: 20 });
