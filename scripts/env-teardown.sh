@@ -75,7 +75,11 @@ main() {
   stop_daemon dockerd 60
   remove_default_cni_conf
   remove_crictl_link
-  delete_bridge cridock-t0
+  # The bridges the CNI bridge plugin made for the test suites' own networks
+  # (shared integration, sandboxes, faults): each test file leaves its
+  # bridge for the next one.
+  local bridge
+  for bridge in cridock-t0 cridock-sb0 cridock-f0; do delete_bridge "$bridge"; done
   if ((purge)); then
     rm -rf "$ENV_STATE_DIR"
     log "removed $ENV_STATE_DIR"

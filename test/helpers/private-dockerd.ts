@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { existsSync } from "node:fs";
 import { dirname, join, isAbsolute } from "node:path";
 import { request } from "node:http";
+import { unmountUnder } from "./mounts.ts";
 
 export interface PrivateDockerd {
   socketPath: string;
@@ -111,7 +112,8 @@ export async function privateDockerd(options: PrivateDockerdOptions = {}): Promi
     async destroy() {
       await self.stop();
       ip("link", "delete", bridge);
-      // The data root holds overlay mounts only if containers ran; none do here.
+      // Left mounted only when dockerd did not stop cleanly (or its mount propagated elsewhere).
+      unmountUnder(dir);
       await rm(dir, { recursive: true, force: true }).catch(async () => {
         const pid = await readFile(join(dir, "docker.pid"), "utf8").catch(() => "");
         throw new Error(`could not clean ${dir} (dockerd pid ${pid})`);

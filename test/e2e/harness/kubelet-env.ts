@@ -22,6 +22,7 @@ import { startCridockProcess, type CridockProcess } from "../../helpers/cridock-
 import { privateDockerd, type PrivateDockerd } from "../../helpers/private-dockerd.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir, type CniConfDir } from "../../helpers/env.ts";
 import { freePort, scrape, type Samples } from "../../helpers/metrics-scrape.ts";
+import { unmountUnder } from "../../helpers/mounts.ts";
 
 export const E2E_BRIDGE = "cridock-e2e0";
 export const E2E_DOCKER_BRIDGE = "cridock-e2ed";
@@ -402,18 +403,7 @@ export class KubeletEnv {
     }
     await this.cni?.cleanup();
     // kubelet bind-mounts its root directory onto itself (and leaves it so): unmount what is ours first.
-    const mounts = execFileSync("cat", ["/proc/self/mountinfo"], { encoding: "utf8" })
-      .split("\n")
-      .map((l) => l.split(" ")[4] ?? "")
-      .filter((m) => m === this.scratch || m.startsWith(this.scratch + "/"))
-      .sort((a, b) => b.length - a.length);
-    for (const m of mounts) {
-      try {
-        execFileSync("umount", ["-l", m], { stdio: "ignore" });
-      } catch {
-        // already gone
-      }
-    }
+    unmountUnder(this.scratch);
     await rm(this.scratch, { recursive: true, force: true }).catch(() => undefined);
   }
 }
