@@ -4,7 +4,7 @@
  * kills it. Tests that kill -9 cridock or restart it use this.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, rmdir } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -45,6 +45,10 @@ export interface CridockProcess {
 
 export async function startCridockProcess(options: CridockProcessOptions = {}): Promise<CridockProcess> {
   const scratch = await mkdtemp(join(tmpdir(), "cridock-test-"));
+  // The scratch directory holds what the caller did not place: it goes with the process,
+  // except for a socket or root a restart on the same paths needs (rmdir removes it only when empty).
+  const cleanScratch = () =>
+    !options.socketPath && !options.rootDirectory ? rm(scratch, { recursive: true, force: true }) : rmdir(scratch).catch(() => undefined);
   const socketPath = options.socketPath ?? join(scratch, "cridock.sock");
   const rootDirectory = options.rootDirectory ?? join(scratch, "root");
   const flags = [...(options.flags ?? [])];
@@ -89,13 +93,15 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
       client.close();
       if (child.exitCode === null) child.kill("SIGTERM");
       const code = await exited;
-      if (!options.socketPath && !options.rootDirectory) await rm(scratch, { recursive: true, force: true });
+      await cleanScratch();
       return code;
     },
     async kill() {
       client.close();
       if (child.exitCode === null) child.kill("SIGKILL");
       await exited;
+      // A killed process is restarted on its socket and root: only an empty scratch goes.
+      await rmdir(scratch).catch(() => undefined);
     },
   };
 }
