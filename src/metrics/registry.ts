@@ -53,70 +53,40 @@ export class CridockMetrics implements RpcObserver {
 
   constructor(options: { processMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    this.rpcTotal = new client.Counter({
-      name: `${PREFIX}cri_requests_total`,
-      help: "CRI calls by service, method and gRPC status code",
-      labelNames: ["service", "method", "code"] as const,
-      registers,
-    });
-    this.rpcDuration = new client.Histogram({
-      name: `${PREFIX}cri_request_duration_seconds`,
-      help: "Latency of CRI calls (streams: until the stream ends)",
-      labelNames: ["service", "method"] as const,
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.dockerDuration = new client.Histogram({
-      name: `${PREFIX}docker_request_duration_seconds`,
-      help: "Latency of Docker Engine API requests until dockerd's answer headers, by endpoint template",
-      labelNames: ["method", "endpoint"] as const,
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.dockerErrors = new client.Counter({
-      name: `${PREFIX}docker_request_errors_total`,
-      help: "Failed Docker Engine API requests by endpoint template and reason (HTTP status code, unreachable, timeout, cancelled)",
-      labelNames: ["method", "endpoint", "reason"] as const,
-      registers,
-    });
-    this.cniDuration = new client.Histogram({
-      name: `${PREFIX}cni_operation_duration_seconds`,
-      help: "Latency of attaching (ADD) and detaching (DEL) a pod through its CNI plugin list",
-      labelNames: ["operation"] as const,
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.cniErrors = new client.Counter({
-      name: `${PREFIX}cni_operation_errors_total`,
-      help: "Failed CNI ADD and DEL operations",
-      labelNames: ["operation"] as const,
-      registers,
-    });
-    this.stepDuration = new client.Histogram({
-      name: `${PREFIX}operation_step_duration_seconds`,
-      help: "Time of each step of RunPodSandbox, StopPodSandbox, RemovePodSandbox, CreateContainer, StartContainer and ExecSync (Docker calls, CNI plugin execs, netns pinning, checkpoint writes); step \"total\" is the whole operation",
-      labelNames: ["operation", "step"] as const,
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.pullTotal = new client.Counter({
-      name: `${PREFIX}image_pulls_total`,
-      help: "Image pulls by result (success, failure)",
-      labelNames: ["result"] as const,
-      registers,
-    });
-    this.pullBytes = new client.Counter({
-      name: `${PREFIX}image_pull_bytes_total`,
-      help: "Bytes downloaded by successful image pulls, as dockerd's progress reports them (layers already present count nothing)",
-      registers,
-    });
-    this.pullDuration = new client.Histogram({
-      name: `${PREFIX}image_pull_duration_seconds`,
-      help: "Time an image pull took, by result",
-      labelNames: ["result"] as const,
-      buckets: PULL_BUCKETS,
-      registers,
-    });
+    // Every family carries the prefix and lives in this registry only.
+    const counter = <L extends string>(name: string, help: string, labelNames: readonly L[] = []) =>
+      new client.Counter<L>({ name: `${PREFIX}${name}`, help, labelNames, registers });
+    const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets = LATENCY_BUCKETS) =>
+      new client.Histogram<L>({ name: `${PREFIX}${name}`, help, labelNames, buckets, registers });
+    this.rpcTotal = counter("cri_requests_total", "CRI calls by service, method and gRPC status code", ["service", "method", "code"]);
+    this.rpcDuration = histogram("cri_request_duration_seconds", "Latency of CRI calls (streams: until the stream ends)", ["service", "method"]);
+    this.dockerDuration = histogram(
+      "docker_request_duration_seconds",
+      "Latency of Docker Engine API requests until dockerd's answer headers, by endpoint template",
+      ["method", "endpoint"],
+    );
+    this.dockerErrors = counter(
+      "docker_request_errors_total",
+      "Failed Docker Engine API requests by endpoint template and reason (HTTP status code, unreachable, timeout, cancelled)",
+      ["method", "endpoint", "reason"],
+    );
+    this.cniDuration = histogram(
+      "cni_operation_duration_seconds",
+      "Latency of attaching (ADD) and detaching (DEL) a pod through its CNI plugin list",
+      ["operation"],
+    );
+    this.cniErrors = counter("cni_operation_errors_total", "Failed CNI ADD and DEL operations", ["operation"]);
+    this.stepDuration = histogram(
+      "operation_step_duration_seconds",
+      'Time of each step of RunPodSandbox, StopPodSandbox, RemovePodSandbox, CreateContainer, StartContainer and ExecSync (Docker calls, CNI plugin execs, netns pinning, checkpoint writes); step "total" is the whole operation',
+      ["operation", "step"],
+    );
+    this.pullTotal = counter("image_pulls_total", "Image pulls by result (success, failure)", ["result"]);
+    this.pullBytes = counter(
+      "image_pull_bytes_total",
+      "Bytes downloaded by successful image pulls, as dockerd's progress reports them (layers already present count nothing)",
+    );
+    this.pullDuration = histogram("image_pull_duration_seconds", "Time an image pull took, by result", ["result"], PULL_BUCKETS);
     const sources = () => this.sources;
     const counts = () => this.objectCounts();
     new client.Gauge({
