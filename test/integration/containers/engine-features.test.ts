@@ -8,12 +8,12 @@
  */
 import t from "tap";
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { grpcStatus } from "../../helpers/cri-client.ts";
 import { BUSYBOX_IMAGE } from "../../helpers/env.ts";
-import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, waitExited } from "./harness.ts";
+import { containerConfig, createContainer, leakedContainers, removePod, runPod, settledLog, startHarness, waitExited } from "./harness.ts";
 
 const h = await startHarness();
 t.teardown(async () => {
@@ -24,13 +24,7 @@ async function runToExit(pod: { podSandboxId: string; config: object }, name: st
   const id = await createContainer(h, pod, containerConfig(name, command, extra));
   await h.client.call("StartContainer", { containerId: id });
   const s = await waitExited(h, id);
-  let text = "";
-  for (let i = 0; i < 50; i++) {
-    const next = await readFile(s.logPath, "utf8").catch(() => "");
-    if (next === text && next !== "") break;
-    text = next;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const text = await settledLog(s.logPath);
   return text.split("\n").filter(Boolean).map((l) => l.split(" ").slice(3).join(" ")).join("\n");
 }
 

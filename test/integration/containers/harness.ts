@@ -109,6 +109,22 @@ export async function waitLog(path: string, predicate: (text: string) => boolean
   }
 }
 
+/**
+ * The CRI log file once it stops growing: the writer finishes shortly after
+ * the container exits. Two equal non-empty reads `intervalMs` apart, at most
+ * `tries` reads; returns the last text either way.
+ */
+export async function settledLog(path: string, tries = 50, intervalMs = 100): Promise<string> {
+  let text = "";
+  for (let i = 0; i < tries; i++) {
+    const next = await readFile(path, "utf8").catch(() => "");
+    if (next === text && next !== "") return text;
+    text = next;
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  return text;
+}
+
 /** Stops and removes the pods (and so their containers). */
 export async function removePod(h: Harness, podSandboxId: string) {
   await h.client.call("StopPodSandbox", { podSandboxId });

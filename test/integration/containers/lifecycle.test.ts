@@ -4,9 +4,8 @@
  * leaked containers.
  */
 import t from "tap";
-import { readFile } from "node:fs/promises";
 import { grpcStatus } from "../../helpers/cri-client.ts";
-import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, status, waitExited } from "./harness.ts";
+import { containerConfig, createContainer, leakedContainers, removePod, runPod, settledLog, startHarness, status, waitExited } from "./harness.ts";
 
 const h = await startHarness();
 t.teardown(async () => {
@@ -18,14 +17,7 @@ async function runToExit(name: string, command: string[], extra: Record<string, 
   const id = await createContainer(h, pod, containerConfig(name, command, extra));
   await h.client.call("StartContainer", { containerId: id });
   const s = await waitExited(h, id);
-  // The writer finishes shortly after the exit; wait until the file stops growing.
-  let text = "";
-  for (let i = 0; i < 50; i++) {
-    const next = await readFile(s.logPath, "utf8").catch(() => "");
-    if (next === text && next !== "") break;
-    text = next;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const text = await settledLog(s.logPath);
   return { id, s, log: text.split("\n").filter(Boolean).map((l) => l.split(" ").slice(3).join(" ")).join("\n") };
 }
 

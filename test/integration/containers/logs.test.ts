@@ -6,7 +6,7 @@ import t from "tap";
 import { readFile, rename, stat } from "node:fs/promises";
 import { parseRecord } from "../../../src/logs/crilog.ts";
 import { startCridockProcess } from "../../helpers/cridock-process.ts";
-import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, status, waitExited, waitLog } from "./harness.ts";
+import { containerConfig, createContainer, leakedContainers, removePod, runPod, settledLog, startHarness, status, waitExited, waitLog } from "./harness.ts";
 
 const h = await startHarness();
 t.teardown(() => h.close());
@@ -31,16 +31,6 @@ function criLines(text: string, t: { fail(message: string): void }): string[] {
   return out;
 }
 
-async function settledLog(path: string): Promise<string> {
-  let text = "";
-  for (let i = 0; i < 100; i++) {
-    const next = await readFile(path, "utf8").catch(() => "");
-    if (next === text && next !== "") return text;
-    text = next;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  return text;
-}
 
 t.test("100,000 lines and a 1 MiB line arrive complete and in order", async (t) => {
   const id = await createContainer(h, pod, containerConfig("volume", ["sh", "-c", "seq 1 100000; head -c 1048576 /dev/zero | tr '\\0' x; echo; echo end"]));
@@ -80,7 +70,7 @@ t.test("ReopenContainerLog rotates: the old file stays, new lines go to a new fi
   await new Promise((r) => setTimeout(r, 500));
   t.equal(await readFile(`${path}.1`, "utf8"), rotated, "the rotated file is no longer written");
   await h.client.call("StopContainer", { containerId: id, timeout: 0n });
-  const all = [...criLines(rotated, t), ...criLines(await settledLog(path), t)];
+  const all = [...criLines(rotated, t), ...criLines(await settledLog(path, 100, 200), t)];
   const numbers = all.map((l) => Number(l.split(" ")[1]));
   t.same(numbers, numbers.map((_, i) => i + 1), "no line lost or repeated across the rotation");
   await h.client.call("RemoveContainer", { containerId: id });
