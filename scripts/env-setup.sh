@@ -59,37 +59,6 @@ ensure_dockerd() {
   wait_until 60 docker_answers || die "dockerd did not answer on $DOCKER_SOCKET within 60s; see $ENV_LOG_DIR/dockerd.log"
 }
 
-# write_registry_config NAME ADDR [HTPASSWD]: a config for Debian's docker-registry.
-write_registry_config() {
-  local name="$1" addr="$2" htpasswd="${3:-}" dir="$ENV_STATE_DIR/$1"
-  mkdir -p "$dir/storage"
-  {
-    cat <<EOF
-version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: $dir/storage
-  delete:
-    enabled: true
-http:
-  addr: $addr
-EOF
-    if [[ -n "$htpasswd" ]]; then
-      cat <<EOF
-auth:
-  htpasswd:
-    realm: cridock-test
-    path: $htpasswd
-EOF
-    fi
-  } >"$dir/config.yml.new"
-  mv "$dir/config.yml.new" "$dir/config.yml"
-}
-
 # registry_answers ADDR: any HTTP answer on /v2/ (the auth registry says 401).
 registry_answers() {
   local code

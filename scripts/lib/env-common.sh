@@ -155,3 +155,43 @@ find_go() {
     die "Go is not installed: $1 needs a recent Go toolchain (go.dev/dl) on PATH or in /usr/local/go"
   fi
 }
+
+# write_registry_config NAME ADDR [HTPASSWD] [TLS_DIR]: a config for Debian's
+# docker-registry in $ENV_STATE_DIR/NAME, with htpasswd auth and HTTPS (TLS_DIR
+# holds server.crt and server.key) when given.
+write_registry_config() {
+  local name="$1" addr="$2" htpasswd="${3:-}" tls="${4:-}" dir="$ENV_STATE_DIR/$1"
+  mkdir -p "$dir/storage"
+  {
+    cat <<EOF
+version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $dir/storage
+  delete:
+    enabled: true
+http:
+  addr: $addr
+EOF
+    if [[ -n "$tls" ]]; then
+      cat <<EOF
+  tls:
+    certificate: $tls/server.crt
+    key: $tls/server.key
+EOF
+    fi
+    if [[ -n "$htpasswd" ]]; then
+      cat <<EOF
+auth:
+  htpasswd:
+    realm: cridock-test
+    path: $htpasswd
+EOF
+    fi
+  } >"$dir/config.yml.new"
+  mv "$dir/config.yml.new" "$dir/config.yml"
+}

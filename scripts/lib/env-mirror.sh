@@ -125,29 +125,6 @@ mirror_answers() {
   [[ "$code" == 200 ]]
 }
 
-write_mirror_config() {
-  local dir="$ENV_STATE_DIR/registry-mirror"
-  mkdir -p "$dir/storage"
-  cat >"$dir/config.yml.new" <<EOF
-version: 0.1
-log:
-  level: warn
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: $dir/storage
-  delete:
-    enabled: true
-http:
-  addr: $MIRROR_ADDR
-  tls:
-    certificate: $MIRROR_TLS_DIR/server.crt
-    key: $MIRROR_TLS_DIR/server.key
-EOF
-  mv "$dir/config.yml.new" "$dir/config.yml"
-}
-
 ensure_mirror_registry() {
   ensure_mirror_certificates
   ensure_mirror_hosts
@@ -159,7 +136,7 @@ ensure_mirror_registry() {
   if ss -Hltn "sport = :${MIRROR_ADDR##*:}" 2>/dev/null | grep -q .; then
     die "something else listens on port ${MIRROR_ADDR##*:}; the mirror registry needs $MIRROR_ADDR"
   fi
-  write_mirror_config
+  write_registry_config registry-mirror "$MIRROR_ADDR" "" "$MIRROR_TLS_DIR"
   log "starting registry-mirror on $MIRROR_ADDR for ${MIRROR_HOSTS[*]} (log: $ENV_LOG_DIR/registry-mirror.log)"
   start_daemon registry-mirror docker-registry serve "$ENV_STATE_DIR/registry-mirror/config.yml"
   wait_until 20 mirror_answers || die "registry-mirror did not answer on https://${MIRROR_HOSTS[0]}/v2/ within 20s; see $ENV_LOG_DIR/registry-mirror.log"
