@@ -142,6 +142,11 @@ main() {
   mkdir -p "$ENV_STATE_DIR" "$ENV_LOG_DIR" "$ENV_RUN_DIR"
   install_missing_packages
   ensure_node_modules
+  # The mirrored hosts resolve before dockerd starts: Go's resolver keeps
+  # /etc/hosts for 5 s once read, so a dockerd that looked a name up just
+  # before the mapping was added would push the mirror's images to the real
+  # hosts ("no such host") on a fast setup.
+  ensure_mirror_hosts
   ensure_dockerd
   ensure_auth_credentials
   ensure_registry registry "$REGISTRY_ADDR"
