@@ -37,5 +37,5 @@ sed "s/@VERSION@/$version/" "$repo_root/packaging/tarball/README.md" >"$dir/READ
 mkdir -p "$repo_root/dist"
 out="$repo_root/dist/$name.tar.gz"
 # Same bytes for the same inputs: sorted names, fixed owner and times.
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" -C "$stage" -cf - "$name" | gzip -9n >"$out"
+tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" -C "$stage" -cf - "$name" | gzip -6n >"$out"
 printf 'build-tarball: %s (%s KiB)\n' "$out" "$(($(stat -c %s "$out") / 1024))" >&2
