@@ -5,9 +5,10 @@
  * network only where /etc/cni/net.d holds none; the units pass
  * `systemd-analyze verify` (systemd is not PID 1 here: they are verified,
  * not booted, and deb-systemd-invoke starts nothing); the installed
- * /usr/bin/cridock serves crictl against the engine under test; `dpkg -r`
- * then `dpkg -P` leave nothing the package installed, except pods' state
- * under /var/lib/cridock, which goes only with CRIDOCK_PURGE_STATE=yes.
+ * /usr/bin/cridock serves crictl against the engine under test; remove
+ * then purge leave nothing the package installed, except pods' state under
+ * /var/lib/cridock, which goes only with CRIDOCK_PURGE_STATE=yes. Install,
+ * remove and purge are the commands docs/operating.md gives (apt-get).
  */
 import t from "tap";
 import { spawn, spawnSync, type SpawnSyncReturns } from "node:child_process";
@@ -26,9 +27,16 @@ const STATE_DIR = "/var/lib/cridock";
 /** Warnings lintian gives and docs/operating.md explains; a new one fails the test so it gets explained too. */
 const KNOWN_WARNINGS = ["hardening-no-pie"];
 
-function run(command: string, args: string[], env: Record<string, string> = {}): SpawnSyncReturns<string> {
-  return spawnSync(command, args, { encoding: "utf8", timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: "noninteractive", ...env } });
+function run(command: string, args: string[], env: Record<string, string> = {}, cwd = REPO_ROOT): SpawnSyncReturns<string> {
+  return spawnSync(command, args, { encoding: "utf8", timeout: 300_000, cwd, env: { ...process.env, DEBIAN_FRONTEND: "noninteractive", ...env } });
 }
+
+/** apt-get as the docs run it; -y, and waiting for dpkg's lock should another install be under way. */
+function apt(...args: string[]): SpawnSyncReturns<string> {
+  const env: Record<string, string> = args.includes("--purge-state") ? { CRIDOCK_PURGE_STATE: "yes" } : {};
+  return run("apt-get", ["-y", "-o", "DPkg::Lock::Timeout=120", ...args.filter((a) => a !== "--purge-state")], env);
+}
+const DEB_ARG = `./dist/cridock_${CRIDOCK_VERSION}_amd64.deb`;
 
 /** Every path under the places dpkg and deb-systemd-helper write that names cridock (the test environment's own cridock-env paths aside). */
 function cridockPaths(): string[] {
@@ -58,13 +66,13 @@ t.test("lintian: no error, and only the warnings the docs explain", async (t) =>
   t.same(tags.filter((l) => l.startsWith("W: ")).map((l) => l.split(" ")[2]).filter((tag) => !KNOWN_WARNINGS.includes(tag!)), [], "no unexplained warning");
 });
 
-t.test("dpkg -i installs the executable, the units, the conffile and the default network", async (t) => {
+t.test("apt-get install ./dist/cridock_<version>_amd64.deb installs the executable, the units, the conffile and the default network", async (t) => {
   const fields = run("dpkg-deb", ["-f", DEB, "Package", "Version", "Architecture", "Depends", "Recommends"]);
   t.match(fields.stdout, new RegExp(`^Version: ${CRIDOCK_VERSION.replace(/\./g, "\\.")}$`, "m"));
   t.match(fields.stdout, /^Depends: .*docker\.io \(>= 20\.10\) \| docker-ce \(>= 5:20\.10\) \| moby-engine/m);
   t.match(fields.stdout, /^Recommends: containernetworking-plugins \| kubernetes-cni/m);
 
-  const i = run("dpkg", ["-i", DEB]);
+  const i = apt("install", DEB_ARG);
   t.equal(i.status, 0, i.stdout + i.stderr);
   t.ok(existsSync("/usr/bin/cridock"), "/usr/bin/cridock");
   t.equal(run("/usr/bin/cridock", ["--version"]).stdout, `cridock ${CRIDOCK_VERSION}\n`);
@@ -132,7 +140,7 @@ t.test("the installed cridock serves crictl against the engine under test", asyn
   t.equal(await exited, 0, "SIGTERM: exits 0");
 });
 
-t.test("dpkg -r, then dpkg -P: nothing the package installed is left; pods' state stays", async (t) => {
+t.test("apt-get remove, then purge: nothing the package installed is left; pods' state stays", async (t) => {
   // What a node's running pods would leave in the state directory; only where this test
   // made the directory, so a real node's state is never at stake.
   const podState = join(STATE_DIR, "sandbox/deb-test-pod.json");
@@ -142,13 +150,13 @@ t.test("dpkg -r, then dpkg -P: nothing the package installed is left; pods' stat
     t.teardown(() => rm(STATE_DIR, { recursive: true, force: true }));
   }
 
-  const r = run("dpkg", ["-r", "cridock"]);
+  const r = apt("remove", "cridock");
   t.equal(r.status, 0, r.stdout + r.stderr);
   t.notOk(existsSync("/usr/bin/cridock"), "remove: the executable is gone");
   t.notOk(existsSync("/lib/systemd/system/cridock.service"), "and the units");
   t.ok(existsSync("/etc/default/cridock"), "the conffile stays until purge");
 
-  const p = run("dpkg", ["-P", "cridock"]);
+  const p = apt("purge", "cridock");
   t.equal(p.status, 0, p.stdout + p.stderr);
   t.notOk(existsSync("/etc/default/cridock"), "purge: the conffile is gone");
   t.same(cniNetworks(), before.cni, "the default CNI network it installed is gone, anything else is as it was");
@@ -162,8 +170,8 @@ t.test("dpkg -r, then dpkg -P: nothing the package installed is left; pods' stat
   t.ok(existsSync(podState), "pods' state stays after purge");
 
   // Asked to, purge removes the state too.
-  t.equal(run("dpkg", ["-i", DEB]).status, 0);
-  const purge = run("dpkg", ["-P", "cridock"], { CRIDOCK_PURGE_STATE: "yes" });
+  t.equal(apt("install", DEB_ARG).status, 0);
+  const purge = apt("purge", "cridock", "--purge-state");
   t.equal(purge.status, 0, purge.stdout + purge.stderr);
   t.notOk(existsSync(STATE_DIR), "CRIDOCK_PURGE_STATE=yes: the state directory is gone");
   t.same(cridockPaths(), before.paths, "and again nothing of the package is left");
