@@ -48,9 +48,14 @@ function isolated(command: string): string[] {
 }
 
 t.test("node is out of reach inside the namespace", async (t) => {
-  const probe = spawnSync("unshare", isolated(`/bin/sh -c 'for n in ${NODE_FILES.join(" ")}; do [ -s "$n" ] && echo "$n"; done; ls -A ${NODE_DIRS.join(" ")}; command -v node || true'`), { encoding: "utf8" });
+  const probe = spawnSync("unshare", isolated(`/bin/sh -c 'for n in ${NODE_FILES.join(" ")}; do [ -s "$n" ] && echo "$n"; done; /usr/bin/find ${NODE_DIRS.join(" ")} -mindepth 1 -maxdepth 1; command -v node || true'`), { encoding: "utf8" });
   t.equal(probe.status, 0, probe.stderr);
+  t.equal(probe.stderr, "", "the probe itself ran (find is named by its path: PATH is empty)");
   t.equal(probe.stdout.trim(), "", "no node binary, no node_modules, no checkout, nothing on PATH");
+  t.ok(NODE_FILES.includes(process.execPath) && NODE_DIRS.includes(REPO_ROOT.replace(/\/$/, "")), "the node running this test and this checkout are among what is covered");
+  // Outside the namespace the same probe finds them: the covering is what hides them.
+  const outside = spawnSync("/usr/bin/find", [REPO_ROOT, "-mindepth", "1", "-maxdepth", "1", "-name", "node_modules"], { encoding: "utf8" });
+  t.match(outside.stdout, /node_modules/, "outside it, this checkout's node_modules is there");
 });
 
 t.test("--version", async (t) => {
