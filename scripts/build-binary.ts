@@ -15,7 +15,8 @@
  * Beside the executable, <executable>.licenses.txt holds the licence texts
  * of the npm packages bundled into it.
  */
-import { build } from "esbuild";
+import { build, type Plugin } from "esbuild";
+import { builtinModules } from "node:module";
 import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -53,6 +54,27 @@ function bundledLicenses(inputs: string[]): string {
   return sections.join(`\n${"-".repeat(72)}\n\n`);
 }
 
+/**
+ * A single executable application's script has no dynamic import() of
+ * anything outside it: Node answers ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING at
+ * run time (a dynamic import of node:fs/promises once made the executable
+ * skip resuming container log writers). esbuild turns dynamic imports of
+ * bundled modules into require()s, but leaves those of Node's built-in
+ * modules as they are: refuse them at build time instead.
+ */
+const noDynamicBuiltinImports: Plugin = {
+  name: "no-dynamic-builtin-imports",
+  setup(b) {
+    const builtins = new Set(builtinModules);
+    b.onResolve({ filter: /.*/ }, (args) => {
+      if (args.kind !== "dynamic-import") return undefined;
+      const name = args.path.replace(/^node:/, "");
+      if (!args.path.startsWith("node:") && !builtins.has(name)) return undefined;
+      return { errors: [{ text: `import("${args.path}") cannot run in the executable (Node's single executable applications have no dynamic import); import it statically` }] };
+    });
+  },
+};
+
 /** The CommonJS bundle the blob carries; writes the bundled packages' licences beside `licensesFile`. */
 async function buildScript(outfile: string, licensesFile: string): Promise<number> {
   const result = await build({
@@ -60,6 +82,7 @@ async function buildScript(outfile: string, licensesFile: string): Promise<numbe
     entryPoints: ["src/executable.ts"],
     outfile,
     format: "cjs",
+    plugins: [noDynamicBuiltinImports],
     define: {
       ...commonOptions().define,
       // A CommonJS script has no import.meta; main.ts compares it with argv[1] to

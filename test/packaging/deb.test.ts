@@ -138,6 +138,7 @@ t.test("the installed cridock serves crictl against the engine under test", asyn
   t.comment(`pause image: ${PAUSE_IMAGE}`);
   child.kill("SIGTERM");
   t.equal(await exited, 0, "SIGTERM: exits 0");
+  t.notMatch(stderr, /"level":"(error|fatal)"/, "it logged no error");
 });
 
 t.test("apt-get remove, then purge: nothing the package installed is left; pods' state stays", async (t) => {

@@ -108,5 +108,7 @@ t.test("starts and answers a CRI Version call", async (t) => {
   t.comment(`start to serving Version: ${servingMs.toFixed(0)} ms; executable ${(statSync(BINARY).size / 1024 / 1024).toFixed(1)} MiB`);
   child.kill("SIGTERM");
   t.equal(await exited, 0, "SIGTERM: exits 0");
+  // A start that serves but failed a step (say, resuming log writers) says so at error level.
+  t.notMatch(stderr, /"level":"(error|fatal)"/, "it logged no error");
   t.same(await readdir(emptyDir), [], "it leaves nothing in the folder it ran from (the socket is removed)");
 });
