@@ -34,10 +34,10 @@ import { LogFollowers } from "./logs/followers.ts";
 import { countObjects, metricsWiring } from "./metrics/setup.ts";
 import { notifySystemd } from "./systemd/notify.ts";
 import { runCheck } from "./check/command.ts";
+import { CRIDOCK_VERSION } from "./version.ts";
 import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
 
-export const CRIDOCK_VERSION = "0.1.0";
 
 /** Everything main() wires together; tests build it too. */
 export interface Cridock {

@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../helpers/cridock-process.ts";
-import { REGISTRY, cridockTestFlags, makeCniConfDir } from "../../helpers/env.ts";
+import { BUSYBOX_IMAGE, REGISTRY, TEST_DOCKER_ENDPOINT, cridockTestFlags, makeCniConfDir } from "../../helpers/env.ts";
 
 function check(...flags: string[]) {
   const result = spawnSync(process.execPath, [join(REPO_ROOT, "bin/cridock.js"), "check", ...flags], { encoding: "utf8", timeout: 120_000 });
@@ -67,6 +67,26 @@ t.test("no CNI config, an unpullable pause image, a file where the socket goes, 
   t.match(r.stdout, /^FAIL pause-image +\S+no-such-pause:0 is not present and cannot be pulled.* — fix: docker pull/m);
   t.match(r.stdout, /^FAIL socket +.*not-a-socket exists and is not a socket/m);
   t.match(r.stdout, /^FAIL streaming +cannot listen on 192\.0\.2\.1:10010/m);
+});
+
+t.test("capabilities: the check says what the engine under test does with privileged pods", async (t) => {
+  const env = { ...process.env, DOCKER_HOST: TEST_DOCKER_ENDPOINT };
+  // The oracle: the engine, asked directly (as the runtime's own privileged test does).
+  const direct = spawnSync("docker", ["run", "--rm", "--privileged", "--network=none", "--entrypoint=true", BUSYBOX_IMAGE], { encoding: "utf8", timeout: 120_000, env });
+  const engineCan = direct.status === 0;
+  const r = check(...base, `--docker-endpoint=${TEST_DOCKER_ENDPOINT}`);
+  const line = r.lines.find((l) => l.split(/\s+/)[1] === "capabilities") ?? "";
+  t.comment(line);
+  if (!/lacks/.test(line)) {
+    t.match(line, /^OK +capabilities +all \d+ capabilities in the bounding set/);
+  } else if (engineCan) {
+    t.match(line, /^OK +capabilities +bounding set lacks .*: Docker \S+ started a privileged container .* privileged pods run with those/, "the engine runs privileged pods, and the check says so");
+    t.notMatch(line, /refused/);
+  } else {
+    t.match(line, /^WARN capabilities +bounding set lacks .*, and Docker \S+ refused to start a privileged container .* privileged pods fail with FAILED_PRECONDITION/, direct.stderr);
+  }
+  const left = spawnSync("docker", ["ps", "-aq", "--filter", "label=io.cridock.check"], { encoding: "utf8", env });
+  t.equal(left.stdout.trim(), "", "the check's privileged container is gone");
 });
 
 t.test("bad flags are refused like the server refuses them", async (t) => {

@@ -9,6 +9,7 @@ function goodFacts(): NodeFacts {
     cni: { plugin: "cni", confDir: "/etc/cni/net.d", binDirs: ["/opt/cni/bin"], config: { file: "/etc/cni/net.d/10-cridock.conflist", name: "cridock", plugins: ["bridge", "portmap"] }, problems: [], loopback: true },
     root: { path: "/var/lib/cridock", existing: "/var/lib", fsType: "ext4", mountPoint: "/", readOnly: false, writable: true, freeBytes: 10 * 1024 ** 3 },
     capabilities: { granted: ["CAP_CHOWN"], missing: [] },
+    privileged: { tried: false, reason: "the bounding set is full" },
     pause: { image: "registry.k8s.io/pause:3.10", present: true },
     streaming: { host: "127.0.0.1", port: 0, bindable: true },
     socket: { activated: false, path: "/var/run/cridock.sock", state: "absent", dirUsable: true },
@@ -67,9 +68,32 @@ t.test("limitations warn but do not fail", async (t) => {
     t.equal(item(facts, name).verdict, "warn", `${name}: ${item(facts, name).detail}`);
     t.equal(exitCode(evaluate(facts)), 0);
   }
-  const caps = goodFacts();
-  caps.capabilities = { granted: ["CAP_CHOWN"], missing: ["CAP_SYS_RESOURCE"] };
-  t.match(item(caps, "capabilities").detail, /CAP_SYS_RESOURCE.*privileged pods are refused/);
+});
+
+t.test("capabilities: the check says what the engine did with a privileged container", async (t) => {
+  const restricted = (privileged: NodeFacts["privileged"]) => {
+    const f = goodFacts();
+    f.capabilities = { granted: ["CAP_CHOWN", "CAP_KILL"], missing: ["CAP_SYS_RESOURCE"] };
+    f.privileged = privileged;
+    return item(f, "capabilities");
+  };
+  const started = restricted({ tried: true, outcome: "started" });
+  t.equal(started.verdict, "ok", "an engine that starts privileged containers here runs privileged pods");
+  t.match(started.detail, /lacks CAP_SYS_RESOURCE: Docker 29\.0\.0 started a privileged container with the 2 capabilities the host has, so privileged pods run with those/);
+  t.notMatch(started.detail, /refused/, "no word of refusal when the engine runs them");
+
+  const refused = restricted({ tried: true, outcome: "refused", message: "unable to apply caps: operation not permitted" });
+  t.equal(refused.verdict, "warn");
+  t.match(refused.detail, /Docker 29\.0\.0 refused to start a privileged container \(unable to apply caps.*\): privileged pods fail with FAILED_PRECONDITION/);
+  t.match(refused.fix ?? "", /current Docker Engine/);
+
+  const untried = restricted({ tried: false, reason: "the pause image registry.k8s.io/pause:3.10 is not present" });
+  t.equal(untried.verdict, "warn");
+  t.match(untried.detail, /left to the engine.*not tried: the pause image/);
+
+  const other = restricted({ tried: true, outcome: "error", message: "No such image" });
+  t.equal(other.verdict, "warn");
+  t.match(other.detail, /failed for another reason \(No such image\)/);
 });
 
 t.test("absent but pullable pause image, no-op network, fd:// socket are fine", async (t) => {
