@@ -4,29 +4,29 @@
  * without tsx transpiling ~150 files and without loading tsx, esbuild's
  * service and duplicate module graphs: smaller and faster to start than the
  * development path. bin/cridock.js runs the bundle when it is present and
- * not older than the sources; Deno and development keep running src/.
+ * not older than the sources; Deno and development keep running src/. The
+ * CRI proto's text is embedded (src/cri/proto.ts), so the bundle reads no
+ * file of the package at run time; scripts/build-binary.ts builds the
+ * self-contained executable from the same options.
  *
  *   tsx scripts/build.ts      (npm run build; npm's prepack runs it)
  */
-import { build } from "esbuild";
+import { build, type BuildOptions } from "esbuild";
+import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
-const root = fileURLToPath(new URL("../", import.meta.url));
+export const root = fileURLToPath(new URL("../", import.meta.url));
 
-/** Bundles src/main.ts into `outfile` (relative to the package root; it must sit one folder below it). */
-export async function buildBundle(outfile = "dist/cridock.js"): Promise<{ bytes: number; modules: number }> {
-  const result = await build({
+/** What every build of cridock shares: Node 20, the proto embedded, names kept. */
+export function commonOptions(): BuildOptions {
+  const proto = readFileSync(`${root}proto/runtime/v1/api.proto`, "utf8");
+  return {
     absWorkingDir: root,
-    entryPoints: ["src/main.ts"],
-    outfile,
     bundle: true,
     platform: "node",
-    format: "esm",
     target: "node20",
-    // Dependencies written as CommonJS call require(): give the ES module one.
-    banner: { js: 'import { createRequire as __cridockCreateRequire } from "node:module"; const require = __cridockCreateRequire(import.meta.url);' },
-    // src/cri/proto.ts finds the proto relative to itself: dist/ is one folder below the package root, not two.
-    define: { CRIDOCK_BUNDLE: "true" },
+    // src/cri/proto.ts parses this text instead of reading proto/ beside the package.
+    define: { CRIDOCK_PROTO_TEXT: JSON.stringify(proto) },
     // Optional native speed-ups of ws; it works without them, and cridock uses no native addons.
     external: ["bufferutil", "utf-8-validate"],
     // Whitespace and syntax only: identifiers stay, so stack traces and logged class names read as in src/.
@@ -36,9 +36,22 @@ export async function buildBundle(outfile = "dist/cridock.js"): Promise<{ bytes:
     legalComments: "linked",
     metafile: true,
     logLevel: "warning",
+  };
+}
+
+/** Bundles src/main.ts into `outfile` (relative to the package root). */
+export async function buildBundle(outfile = "dist/cridock.js"): Promise<{ bytes: number; modules: number }> {
+  const result = await build({
+    ...commonOptions(),
+    entryPoints: ["src/main.ts"],
+    outfile,
+    format: "esm",
+    // Dependencies written as CommonJS call require(): give the ES module one.
+    banner: { js: 'import { createRequire as __cridockCreateRequire } from "node:module"; const require = __cridockCreateRequire(import.meta.url);' },
   });
-  const bytes = Object.values(result.metafile.outputs).reduce((sum, o) => sum + o.bytes, 0);
-  return { bytes, modules: Object.keys(result.metafile.inputs).length };
+  const meta = result.metafile!;
+  const bytes = Object.values(meta.outputs).reduce((sum, o) => sum + o.bytes, 0);
+  return { bytes, modules: Object.keys(meta.inputs).length };
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

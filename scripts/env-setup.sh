@@ -22,43 +22,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 # shellcheck source=scripts/lib/env-mirror.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-mirror.sh"
 
-install_missing_packages() {
-  local missing=() pkg
-  for pkg in "${ENV_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-  ((${#missing[@]} == 0)) && return 0
-  log "installing Debian packages: ${missing[*]}"
-  # Keep the packages' own services (dockerd, the Debian registry on :5000)
-  # from starting during the install: this script starts what it needs, on
-  # the addresses it chose. The policy file exists only while apt runs.
-  local policy=/usr/sbin/policy-rc.d ours=0
-  if [[ ! -e "$policy" ]]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy"
-    chmod 0755 "$policy"
-    ours=1
-  fi
-  local status=0
-  {
-    DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-  } </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 || status=$?
-  ((ours)) && rm -f "$policy"
-  ((status == 0)) || die "apt-get failed (exit $status); see $ENV_LOG_DIR/apt.log"
-}
-
-ensure_dockerd() {
-  docker_answers && return 0
-  if pid_of dockerd >/dev/null; then
-    log "dockerd we started earlier is alive but not answering yet; waiting"
-  else
-    command -v dockerd >/dev/null || die "dockerd is not installed (package docker.io)"
-    log "starting dockerd (log: $ENV_LOG_DIR/dockerd.log)"
-    start_daemon dockerd dockerd --host="unix://$DOCKER_SOCKET"
-  fi
-  wait_until 60 docker_answers || die "dockerd did not answer on $DOCKER_SOCKET within 60s; see $ENV_LOG_DIR/dockerd.log"
-}
-
 # registry_answers ADDR: any HTTP answer on /v2/ (the auth registry says 401).
 registry_answers() {
   local code
@@ -141,7 +104,7 @@ main() {
   esac
   require_root
   mkdir -p "$ENV_STATE_DIR" "$ENV_LOG_DIR" "$ENV_RUN_DIR"
-  install_missing_packages
+  install_missing_packages "${ENV_PACKAGES[@]}"
   ensure_node_modules
   # The mirrored hosts resolve before dockerd starts: Go's resolver keeps
   # /etc/hosts for 5 s once read, so a dockerd that looked a name up just

@@ -4,6 +4,9 @@
 # says they are there already. critest is the Ginkgo test binary of
 # cmd/critest (`go test -c`), as upstream's Makefile builds it.
 #
+# Usage: install-cri-tools.sh [crictl]   (crictl alone: what running cridock
+#        needs, for scripts/run-cridock.sh; critest is the tests')
+#
 # `go install ...@version` needs the module proxy's version list, which may
 # be refused; downloading the exact module version and building inside a
 # scratch copy of it works with Go's default settings.
@@ -13,19 +16,25 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 
 BIN_DIR="$CRIDOCK_TOOLS_DIR/bin"
-STAMP="$BIN_DIR/.cri-tools-version"
+# One stamp per tool; the single stamp of earlier versions of this script
+# vouches for both.
+LEGACY_STAMP="$BIN_DIR/.cri-tools-version"
 MODULE="sigs.k8s.io/cri-tools"
 
-already_installed() {
-  [[ -x "$BIN_DIR/crictl" && -x "$BIN_DIR/critest" && -f "$STAMP" && "$(cat "$STAMP")" == "$CRI_TOOLS_VERSION" ]]
+# installed TOOL: TOOL is there, built from $CRI_TOOLS_VERSION.
+installed() {
+  [[ -x "$BIN_DIR/$1" ]] || return 1
+  [[ -f "$BIN_DIR/.$1-version" && "$(cat "$BIN_DIR/.$1-version")" == "$CRI_TOOLS_VERSION" ]] ||
+    [[ -f "$LEGACY_STAMP" && "$(cat "$LEGACY_STAMP")" == "$CRI_TOOLS_VERSION" ]]
 }
 
+# build_tools GO TOOL...: builds the named tools (crictl, critest) from one download of the module.
 build_tools() {
-  local go="$1" scratch module_dir ldflags
+  local go="$1" scratch module_dir ldflags tool; shift
   scratch="$(mktemp -d /tmp/cridock-cri-tools.XXXXXX)"
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '$scratch'" EXIT
-  log "building crictl and critest $CRI_TOOLS_VERSION (a few minutes; log: $ENV_LOG_DIR/cri-tools.log)"
+  log "building $* $CRI_TOOLS_VERSION (a few minutes; log: $ENV_LOG_DIR/cri-tools.log)"
   module_dir="$("$go" mod download -json "$MODULE@$CRI_TOOLS_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
   [[ -n "$module_dir" && -d "$module_dir" ]] || die "go mod download $MODULE@$CRI_TOOLS_VERSION gave no module directory"
   # The module cache is read-only; build in a writable copy.
@@ -33,21 +42,33 @@ build_tools() {
   chmod -R u+w "$scratch/src"
   ldflags="-X $MODULE/pkg/version.Version=$CRI_TOOLS_VERSION"
   mkdir -p "$BIN_DIR"
-  (
-    cd "$scratch/src"
-    "$go" build -mod=mod -trimpath -ldflags "$ldflags" -o "$scratch/crictl" ./cmd/crictl
-    CGO_ENABLED=0 "$go" test -mod=mod -trimpath -ldflags "$ldflags" -c -o "$scratch/critest" ./cmd/critest
-  ) </dev/null >>"$ENV_LOG_DIR/cri-tools.log" 2>&1 || die "building cri-tools failed; see $ENV_LOG_DIR/cri-tools.log"
-  install -m 0755 "$scratch/crictl" "$BIN_DIR/crictl"
-  install -m 0755 "$scratch/critest" "$BIN_DIR/critest"
-  echo "$CRI_TOOLS_VERSION" >"$STAMP"
-  log "installed crictl and critest $CRI_TOOLS_VERSION in $BIN_DIR"
+  for tool in "$@"; do
+    (
+      cd "$scratch/src"
+      case "$tool" in
+        crictl) "$go" build -mod=mod -trimpath -ldflags "$ldflags" -o "$scratch/crictl" ./cmd/crictl ;;
+        critest) CGO_ENABLED=0 "$go" test -mod=mod -trimpath -ldflags "$ldflags" -c -o "$scratch/critest" ./cmd/critest ;;
+      esac
+    ) </dev/null >>"$ENV_LOG_DIR/cri-tools.log" 2>&1 || die "building $tool failed; see $ENV_LOG_DIR/cri-tools.log"
+    install -m 0755 "$scratch/$tool" "$BIN_DIR/$tool"
+    echo "$CRI_TOOLS_VERSION" >"$BIN_DIR/.$tool-version"
+  done
+  log "installed $* $CRI_TOOLS_VERSION in $BIN_DIR"
 }
 
 main() {
+  local wanted=(crictl critest) missing=() tool
+  case "${1:-}" in
+    "") ;;
+    crictl) wanted=(crictl) ;;
+    *) die "usage: install-cri-tools.sh [crictl]" ;;
+  esac
   mkdir -p "$ENV_LOG_DIR"
-  already_installed && return 0
-  build_tools "$(find_go "cri-tools $CRI_TOOLS_VERSION")"
+  for tool in "${wanted[@]}"; do
+    installed "$tool" || missing+=("$tool")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  build_tools "$(find_go "cri-tools $CRI_TOOLS_VERSION")" "${missing[@]}"
 }
 
 main "$@"

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Sets this machine up (scripts/env-setup.sh), makes sure crictl is there,
-# installs a default CNI network when /etc/cni/net.d holds none, and runs
-# cridock in the foreground on its default socket, /var/run/cridock.sock.
+# Sets up what running cridock needs and nothing more: the Debian packages
+# of the engine, CNI plugins and the tools cridock calls (RUN_PACKAGES in
+# scripts/lib/env-common.sh), dockerd when none answers, crictl, and a default
+# CNI network when /etc/cni/net.d holds none. Then it runs cridock in the
+# foreground on its default socket, /var/run/cridock.sock: the self-contained
+# executable (dist/cridock-linux-x64, npm run build:binary) when it is there
+# and current, else the bundle (dist/cridock.js, built here when missing or
+# older than the sources), never the sources. The test environment (critest,
+# registries, the TLS mirror, test images, kubelet) is scripts/test.sh's.
 # Extra arguments are passed to cridock (see `node bin/cridock.js --help`).
 #
 # Then, from another shell:  crictl --runtime-endpoint unix:///var/run/cridock.sock info
@@ -15,7 +21,7 @@ CRICTL_LINK="/usr/local/bin/crictl"
 
 # crictl on PATH: a link to the built one, unless some crictl is already there.
 ensure_crictl() {
-  [[ -x "$CRIDOCK_TOOLS_DIR/bin/crictl" ]] || bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" crictl
   if ! command -v crictl >/dev/null && [[ ! -e "$CRICTL_LINK" ]]; then
     ln -s "$CRIDOCK_TOOLS_DIR/bin/crictl" "$CRICTL_LINK"
     echo "$CRICTL_LINK" >"$ENV_STATE_DIR/crictl-link-installed"
@@ -41,16 +47,32 @@ ensure_default_cni_conf() {
   log "installed the default CNI network (bridge $DEFAULT_CNI_BRIDGE, 10.88.0.0/16) in $CNI_CONF_DIR"
 }
 
+# current FILE: FILE exists and no source it is built from is newer.
+current() {
+  [[ -e "$1" ]] && [[ -z "$(find "$CRIDOCK_REPO_ROOT/src" "$CRIDOCK_REPO_ROOT/proto" "$CRIDOCK_REPO_ROOT/package-lock.json" -newer "$1" -print -quit)" ]]
+}
+
 main() {
   require_root
-  bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh"
-  ensure_node_modules
+  mkdir -p "$ENV_STATE_DIR" "$ENV_LOG_DIR" "$ENV_RUN_DIR"
+  install_missing_packages "${RUN_PACKAGES[@]}"
+  ensure_dockerd
   ensure_crictl
   ensure_default_cni_conf
   cd "$CRIDOCK_REPO_ROOT"
-  log "starting cridock on unix:///var/run/cridock.sock (Ctrl-C stops it)"
   # As the systemd unit does: file operations get 16 libuv threads, not 4 (read at node's start).
-  UV_THREADPOOL_SIZE="${UV_THREADPOOL_SIZE:-16}" exec node bin/cridock.js "$@"
+  export UV_THREADPOOL_SIZE="${UV_THREADPOOL_SIZE:-16}"
+  if current dist/cridock-linux-x64; then
+    log "starting dist/cridock-linux-x64 on unix:///var/run/cridock.sock (Ctrl-C stops it)"
+    exec dist/cridock-linux-x64 "$@"
+  fi
+  ensure_node_modules
+  if ! current dist/cridock.js; then
+    log "building the bundle dist/cridock.js"
+    node_modules/.bin/tsx scripts/build.ts || die "building dist/cridock.js failed"
+  fi
+  log "starting dist/cridock.js on unix:///var/run/cridock.sock (Ctrl-C stops it)"
+  exec node dist/cridock.js "$@"
 }
 
 main "$@"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs cridock's whole test suite on this machine (Debian, as root): sets the
 # environment up, then runs in order the unit tests, the integration tests
-# (one file at a time: they share dockerd), the fault suite (kill -9 loops,
+# (one file at a time: they share dockerd), the packaging tests (the
+# self-contained executable, the .deb and the tarball are built first; the
+# executable runs with no node reachable, the .deb passes lintian and is
+# installed, used with crictl and purged), the fault suite (kill -9 loops,
 # log integrity across restarts, races, a gRPC fuzzer; bounded to a few
 # minutes), the kubelet end-to-end tests (twice: kubelet's generic PLEG, then
 # evented PLEG), the Deno tests (the smoke tests, then the critest focus
@@ -18,7 +21,7 @@
 #                       the integration tests and critest.
 # CRIDOCK_TEST_ENGINES (space-separated names) limits the run to some of them.
 #
-# Usage: scripts/test.sh [unit|integration|faults|e2e|deno|conformance]...   (default: all, in that order)
+# Usage: scripts/test.sh [unit|integration|packaging|faults|e2e|deno|conformance]...   (default: all, in that order)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -99,6 +102,20 @@ run_e2e() {
   SUITE_ENV=()
 }
 
+# The packaging suite (test/packaging): the executable, the .deb (xz level
+# 1: a few MiB larger than a release's, 40 s less CPU) and the tarball are
+# built, then tested; a failed build counts as a failure.
+run_packaging() {
+  local engine="$1"
+  echo "# ---- building the executable, the .deb and the tarball"
+  if ! (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/build-binary.ts &&
+    CRIDOCK_DEB_XZ_LEVEL=1 bash scripts/build-deb.sh && bash scripts/build-tarball.sh) </dev/null; then
+    SUMMARY_ARGS+=(--failed "packaging@$engine=building the executable or the packages failed")
+    return 0
+  fi
+  run_tap_suite packaging "$engine" --jobs=1 --timeout=600
+}
+
 # run_conformance NAME ENGINE [critest flags...]: one critest run against a private cridock on ENGINE.
 run_conformance() {
   local name="$1@$2" engine="$2"; shift 2
@@ -141,7 +158,7 @@ prepare() {
 
 main() {
   local suites=("$@")
-  ((${#suites[@]} > 0)) || suites=(unit integration faults e2e deno conformance)
+  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults e2e deno conformance)
   choose_engines
   prepare
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
@@ -157,6 +174,7 @@ main() {
       case "$suite" in
         unit) run_tap_suite unit "$engine" ;;
         integration) run_tap_suite integration "$engine" --jobs=1 --timeout=600 ;;
+        packaging) run_packaging "$engine" ;;
         faults) run_tap_suite faults "$engine" --jobs=1 --timeout=300 ;;
         e2e) run_e2e "$engine" ;;
         deno)
@@ -172,7 +190,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, faults, e2e, deno, conformance)" ;;
+        *) die "unknown suite '$suite' (unit, integration, packaging, faults, e2e, deno, conformance)" ;;
       esac
     done
   done

@@ -43,16 +43,26 @@ MIRROR_HOSTS=(gcr.io registry.k8s.io k8s.gcr.io)
 DEFAULT_CNI_STAMP="$ENV_STATE_DIR/default-cni-installed"
 DEFAULT_CNI_BRIDGE="cni0"
 
-# Debian packages the environment needs, in one place. nsenter (util-linux)
-# and socat serve port forwarding; htpasswd (apache2-utils) makes the auth
-# registry's password file; procps and util-linux also supply the pgrep and
-# ipcs binaries the busybox test image carries. systemd supplies the tools the
-# service tests play systemd's part with (systemd-analyze verify,
-# systemd-socket-activate, systemd-notify); it is not booted.
-ENV_PACKAGES=(
+# Debian packages, in one place. RUN_PACKAGES are what running cridock needs
+# (scripts/run-cridock.sh installs only these): the engine, CNI plugins,
+# iptables for the bridge network's firewall plugin, nsenter (util-linux),
+# socat for port forwarding, iproute2 for taking pods over from cri-dockerd,
+# curl for the scripts' own look at dockerd. ENV_PACKAGES add what the tests need:
+# htpasswd (apache2-utils) makes the auth registry's password file; procps
+# and util-linux also supply the pgrep and ipcs binaries the busybox test
+# image carries. systemd supplies the tools the service tests play systemd's
+# part with (systemd-analyze verify, systemd-socket-activate, systemd-notify);
+# it is not booted. dpkg-dev (dpkg-shlibdeps), binutils (strip) and lintian
+# build and check the .deb.
+RUN_PACKAGES=(
   docker.io containerd runc iptables containernetworking-plugins
-  docker-registry busybox-static apache2-utils iproute2 util-linux socat
-  procps psmisc openssl ca-certificates curl systemd libseccomp-dev
+  iproute2 util-linux socat ca-certificates curl
+)
+ENV_PACKAGES=(
+  "${RUN_PACKAGES[@]}"
+  docker-registry busybox-static apache2-utils
+  procps psmisc openssl systemd libseccomp-dev
+  dpkg-dev binutils lintian
 )
 
 log() { printf 'cridock-env: %s\n' "$*" >&2; }
@@ -122,6 +132,45 @@ wait_until() {
 
 docker_answers() {
   [[ -S "$DOCKER_SOCKET" ]] && curl -sf --max-time 2 --unix-socket "$DOCKER_SOCKET" http://docker/_ping >/dev/null
+}
+
+# install_missing_packages PACKAGE...: apt-get install of those not installed yet.
+install_missing_packages() {
+  local missing=() pkg
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  log "installing Debian packages: ${missing[*]}"
+  # Keep the packages' own services (dockerd, the Debian registry on :5000)
+  # from starting during the install: this script starts what it needs, on
+  # the addresses it chose. The policy file exists only while apt runs.
+  local policy=/usr/sbin/policy-rc.d ours=0
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 0755 "$policy"
+    ours=1
+  fi
+  local status=0
+  {
+    DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  } </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 || status=$?
+  ((ours)) && rm -f "$policy"
+  ((status == 0)) || die "apt-get failed (exit $status); see $ENV_LOG_DIR/apt.log"
+}
+
+# ensure_dockerd: starts the node's dockerd unless one answers on $DOCKER_SOCKET.
+ensure_dockerd() {
+  docker_answers && return 0
+  if pid_of dockerd >/dev/null; then
+    log "dockerd we started earlier is alive but not answering yet; waiting"
+  else
+    command -v dockerd >/dev/null || die "dockerd is not installed (package docker.io)"
+    log "starting dockerd (log: $ENV_LOG_DIR/dockerd.log)"
+    start_daemon dockerd dockerd --host="unix://$DOCKER_SOCKET"
+  fi
+  wait_until 60 docker_answers || die "dockerd did not answer on $DOCKER_SOCKET within 60s; see $ENV_LOG_DIR/dockerd.log"
 }
 
 # ensure_node_modules: npm ci when node_modules is missing or older than the lock file.

@@ -10,11 +10,17 @@ import { readFileSync } from "node:fs";
 import protobuf from "protobufjs";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 
-/** true inside the prebuilt bundle (scripts/build.ts defines it), which lives in dist/, one folder below the package root. */
-declare const CRIDOCK_BUNDLE: boolean | undefined;
-const BUNDLED = typeof CRIDOCK_BUNDLE !== "undefined" && CRIDOCK_BUNDLE;
+/**
+ * The proto's text, embedded by scripts/build.ts in the bundle and the
+ * self-contained executable, which must not depend on a file beside them
+ * (the executable has no package folder at all). Undefined when running the
+ * sources, which read the file.
+ */
+declare const CRIDOCK_PROTO_TEXT: string | undefined;
+const EMBEDDED_PROTO = typeof CRIDOCK_PROTO_TEXT === "string" ? CRIDOCK_PROTO_TEXT : undefined;
 
-export const PROTO_PATH = new URL(BUNDLED ? "../proto/runtime/v1/api.proto" : "../../proto/runtime/v1/api.proto", import.meta.url);
+/** The proto in the source tree (src/cri/ → proto/); not read when the text is embedded. */
+export const PROTO_PATH = EMBEDDED_PROTO === undefined ? new URL("../../proto/runtime/v1/api.proto", import.meta.url) : "embedded:proto/runtime/v1/api.proto";
 
 export const DECODE_OPTIONS: protobuf.IConversionOptions = {
   longs: BigInt as unknown as protobuf.IConversionOptions["longs"],
@@ -24,8 +30,8 @@ export const DECODE_OPTIONS: protobuf.IConversionOptions = {
   objects: true,
 };
 
-export function loadCriRoot(path: URL | string = PROTO_PATH): protobuf.Root {
-  const text = readFileSync(path, "utf8");
+export function loadCriRoot(path?: URL | string): protobuf.Root {
+  const text = path === undefined && EMBEDDED_PROTO !== undefined ? EMBEDDED_PROTO : readFileSync(path ?? PROTO_PATH, "utf8");
   const root = protobuf.parse(text, { keepCase: false }).root;
   root.resolveAll();
   return root;

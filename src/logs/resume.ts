@@ -15,7 +15,7 @@
  * records written after it are counted from the CRI file itself, because the
  * file, not the checkpoint, is what must not get a line twice.
  */
-import { open, readFile, rename, rm, writeFile, mkdir, stat } from "node:fs/promises";
+import { open, readdir, readFile, rename, rm, writeFile, mkdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { TailPosition } from "./json-tail.ts";
 
@@ -153,7 +153,6 @@ export class FollowStateStore {
   }
 
   async list(): Promise<string[]> {
-    const { readdir } = await import("node:fs/promises");
     const names = await readdir(this.dir).catch(() => [] as string[]);
     return names.filter((n) => /^[0-9a-f]{64}\.json$/.test(n)).map((n) => n.slice(0, -5));
   }
