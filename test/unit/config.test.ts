@@ -70,6 +70,13 @@ t.test("--cri-dockerd-root-directory is cri-dockerd's root (read for adoption), 
   rejects(t, ["--root-directory=/a", "--cri-dockerd-root-directory=/a/"], "cri-dockerd-root-directory", /root of its own/);
 });
 
+t.test("--restrict-oom-score-adj is auto, true or false", async (t) => {
+  t.equal(config([]).restrictOomScoreAdj, "auto");
+  t.equal(config(["--restrict-oom-score-adj=true"]).restrictOomScoreAdj, true);
+  t.equal(config(["--restrict-oom-score-adj", "false"]).restrictOomScoreAdj, false);
+  rejects(t, ["--restrict-oom-score-adj=yes"], "restrict-oom-score-adj", /auto, true, false/);
+});
+
 t.test("streaming bind address forms", async (t) => {
   t.match(config(["--streaming-bind-addr=10.0.0.1"]), { streamingHost: "10.0.0.1", streamingPort: 0 });
   t.match(config(["--streaming-bind-addr=[::1]:8080"]), { streamingHost: "::1", streamingPort: 8080 });

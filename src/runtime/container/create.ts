@@ -16,6 +16,7 @@ import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerL
 import { deviceMappings, dockerMountsFor, validateDevices, validateMounts } from "./mounts.ts";
 import { invalidNamePart } from "../naming.ts";
 import { hostResources } from "./resources.ts";
+import { clampOomScore, type OomScorePolicy } from "./oom-score.ts";
 import type { SandboxView } from "../sandbox/view.ts";
 import { securityHostConfig, validateSecurity, type HostSecurity, hostSecurity } from "./security.ts";
 
@@ -26,6 +27,8 @@ export interface CreateOptions {
   logMaxSize: string;
   logMaxFile: number;
   host?: HostSecurity;
+  /** Whether (and to what) oom_score_adj is clamped on this host; undefined: as asked. */
+  oomScore?: OomScorePolicy;
 }
 
 /** Everything that can be checked without dockerd; throws INVALID_ARGUMENT / UNIMPLEMENTED. */
@@ -108,6 +111,10 @@ export async function createBody(
     RestartPolicy: { Name: "no" },
     LogConfig: { Type: "json-file", Config: { "max-size": options.logMaxSize, "max-file": String(options.logMaxFile) } },
   };
+  // Docker gives 0 when none is set; a restricted host may need more than asked (oom-score.ts).
+  const oomScore = clampOomScore(Number(spec.resources?.oomScoreAdj ?? 0n), options.oomScore);
+  if (oomScore !== 0) host.OomScoreAdj = oomScore;
+  else delete host.OomScoreAdj;
   const internal: Record<string, string> = {
     [TYPE_LABEL]: TYPE_CONTAINER,
     [SANDBOX_ID_LABEL]: view.id,

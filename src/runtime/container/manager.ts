@@ -55,7 +55,7 @@ export class ContainerManager {
   constructor(private readonly options: ContainerManagerOptions) {
     this.docker = options.docker;
     this.log = options.log.child({ component: "containers" });
-    this.resizer = new ContainerResizer(options.docker);
+    this.resizer = new ContainerResizer(options.docker, options.oomScore);
   }
 
   async create(sandboxId: string, spec: ContainerSpec): Promise<string> {
