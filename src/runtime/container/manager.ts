@@ -13,7 +13,7 @@ import type { LogFollowers } from "../../logs/followers.ts";
 import { hostCapabilities, privilegedStartFailure } from "./capabilities.ts";
 import { createBody, validateSpec, type CreateOptions } from "./create.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
-import { containerInfo, processUser, summaryInfo } from "./convert.ts";
+import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
 import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
 import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
@@ -51,6 +51,12 @@ export class ContainerManager {
    * image are in the key). Frozen: the CRI layer caches encodings by object.
    */
   private readonly summaries = new Map<string, { key: string; info: ContainerSummaryInfo }>();
+  /**
+   * For containers Docker lists as "created": whether their start failed
+   * (Docker's list cannot say; an inspect can). Learnt once per container,
+   * or set by this cridock's own failed StartContainer, which always wins.
+   */
+  private readonly startFailures = new Map<string, boolean>();
 
   constructor(private readonly options: ContainerManagerOptions) {
     this.docker = options.docker;
@@ -117,6 +123,7 @@ export class ContainerManager {
       try {
         await timer.time("docker.start", () => this.docker.startContainer(c.Id));
       } catch (err) {
+        this.startFailures.set(c.Id, true);
         if (logPath) await this.options.logs.touch(c.Id, logPath).catch(() => undefined);
         const refused = c.HostConfig.Privileged
           ? privilegedStartFailure(err, await hostCapabilities().catch(() => undefined), `container ${id}`)
@@ -162,6 +169,7 @@ export class ContainerManager {
       }
       await this.options.logs.forget(fullId);
       this.summaries.delete(fullId);
+      this.startFailures.delete(fullId);
     });
   }
 
@@ -201,6 +209,7 @@ export class ContainerManager {
     if (filter.sandboxId) filters.label!.push(`${SANDBOX_ID_LABEL}=${filter.sandboxId}`);
     if (filter.id) filters.id = [filter.id];
     const summaries = await this.docker.listContainers(filters);
+    await this.learnStartFailures(summaries);
     const out: ContainerSummaryInfo[] = [];
     const complete = !filter.id && !filter.sandboxId;
     const seen = complete ? new Map<string, { key: string; info: ContainerSummaryInfo }>() : undefined;
@@ -213,15 +222,31 @@ export class ContainerManager {
       out.push(info);
     }
     // A complete list names every container there is: forget the others.
-    if (seen) for (const id of this.summaries.keys()) if (!seen.has(id)) this.summaries.delete(id);
+    if (seen) {
+      for (const id of this.summaries.keys()) if (!seen.has(id)) this.summaries.delete(id);
+      for (const id of this.startFailures.keys()) if (!seen.has(id)) this.startFailures.delete(id);
+    }
     return out;
   }
 
+  /** Inspects each "created" container not judged yet (normally none: kubelet starts what it creates at once). */
+  private async learnStartFailures(summaries: readonly ContainerSummary[]): Promise<void> {
+    const unknown = summaries.filter((s) => s.State === "created" && !this.startFailures.has(s.Id));
+    await Promise.all(
+      unknown.map(async (s) => {
+        const c = await this.docker.inspectContainer(s.Id).catch(() => undefined);
+        // Gone meanwhile: nothing to learn. A verdict set meanwhile (own failed start) stands.
+        if (c && !this.startFailures.has(s.Id)) this.startFailures.set(s.Id, startFailed(c.State));
+      }),
+    );
+  }
+
   private summaryOf(s: ContainerSummary): ContainerSummaryInfo {
-    const key = `${s.State}\0${s.Names[0] ?? ""}\0${s.Image}\0${s.ImageID}\0${s.Created}`;
+    const failed = s.State === "created" && this.startFailures.get(s.Id) === true;
+    const key = `${s.State}\0${failed}\0${s.Names[0] ?? ""}\0${s.Image}\0${s.ImageID}\0${s.Created}`;
     const cached = this.summaries.get(s.Id);
     if (cached?.key === key) return cached.info;
-    const info = summaryInfo(s);
+    const info = summaryInfo(s, failed);
     Object.freeze(info.labels);
     Object.freeze(info.annotations);
     this.summaries.set(s.Id, { key, info: Object.freeze(info) });
