@@ -45,7 +45,8 @@ export interface Config {
 export const DEFAULTS = {
   "container-runtime-endpoint": "unix:///var/run/cridock.sock",
   "docker-endpoint": "unix:///var/run/docker.sock",
-  "pod-infra-container-image": "registry.k8s.io/pause:3.10",
+  // What kubeadm 1.36 expects of the runtime (`kubeadm config images list`); it warns on another.
+  "pod-infra-container-image": "registry.k8s.io/pause:3.10.2",
   "network-plugin": "cni",
   "cni-conf-dir": "/etc/cni/net.d",
   // /opt/cni/bin is where upstream installs plugins; Debian puts them in /usr/lib/cni.

@@ -9,6 +9,7 @@ import { createLogger, type Logger } from "./log.ts";
 import { DockerClient } from "./docker/client.ts";
 import { CriServer, prepareSocketPath } from "./cri/server.ts";
 import { runtimeServiceRpcs } from "./cri/runtime-service.ts";
+import { configInfo } from "./cri/runtime-info-rpcs.ts";
 import { imageServiceRpcs } from "./cri/image-service.ts";
 import { RuntimeStatus } from "./runtime/status.ts";
 import { ImageFilesystem } from "./runtime/image/imagefs.ts";
@@ -157,7 +158,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
         exec,
         portForwarder,
         streaming,
-        verboseInfo: () => ({ config }),
+        verboseInfo: () => ({ config: configInfo(config) }),
       }),
     ),
     imageHandlers: metrics.handlers("ImageService", imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() })),

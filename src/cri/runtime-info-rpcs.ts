@@ -4,6 +4,7 @@ import type * as cri from "./proto-types.ts";
 import { CgroupDriver } from "./proto-types.ts";
 import { RUNTIME_NAME, type RuntimeStatus } from "../runtime/status.ts";
 import { invalidArgument } from "../errors.ts";
+import type { Config } from "../config.ts";
 
 /** kubelet refuses any other value (kuberuntime_manager.go getTypedVersion). */
 export const CRI_VERSION = "0.1.0";
@@ -13,6 +14,15 @@ export interface RuntimeInfoDeps {
   status: RuntimeStatus;
   /** Extra verbose-Status entries (the effective config, for `crictl info`). */
   verboseInfo: () => Record<string, unknown>;
+}
+
+/**
+ * Status(verbose).info["config"]: the effective flags, and the pause image
+ * under `sandboxImage`, the key containerd's CRI plugin uses and kubeadm
+ * reads (it warns when the runtime's differs from the one it expects).
+ */
+export function configInfo(config: Config): Record<string, unknown> {
+  return { ...config, sandboxImage: config.podInfraContainerImage };
 }
 
 export function runtimeInfoRpcs({ status, verboseInfo }: RuntimeInfoDeps): HandlerTable {

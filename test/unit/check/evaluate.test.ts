@@ -11,7 +11,7 @@ function goodFacts(): NodeFacts {
     capabilities: { granted: ["CAP_CHOWN"], missing: [] },
     privileged: { tried: false, reason: "the bounding set is full" },
     oomScore: { restricted: false, hostRestricted: false, floor: 0, reason: "scores can be lowered" },
-    pause: { image: "registry.k8s.io/pause:3.10", present: true },
+    pause: { image: "registry.k8s.io/pause:3.10.2", present: true },
     streaming: { host: "127.0.0.1", port: 0, bindable: true },
     socket: { activated: false, path: "/var/run/cridock.sock", state: "absent", dirUsable: true },
   };
@@ -101,7 +101,7 @@ t.test("capabilities: the check says what the engine did with a privileged conta
 
 t.test("absent but pullable pause image, no-op network, fd:// socket are fine", async (t) => {
   const f = goodFacts();
-  f.pause = { image: "registry.k8s.io/pause:3.10", present: false, pullable: true };
+  f.pause = { image: "registry.k8s.io/pause:3.10.2", present: false, pullable: true };
   f.cni = { plugin: "no-op" };
   f.socket = { activated: true };
   t.equal(exitCode(evaluate(f)), 0);
