@@ -12,7 +12,7 @@ import type { ContainerCreateBody, HostConfig } from "../../docker/types.ts";
 import { invalidArgument } from "../../errors.ts";
 import type { ContainerSpec } from "./spec.ts";
 import { ATTEMPT_LABEL, IMAGE_LABEL, MOUNTS_LABEL, NAME_LABEL } from "./convert.ts";
-import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
+import { LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
 import { deviceMappings, dockerMountsFor, validateDevices, validateMounts } from "./mounts.ts";
 import { invalidNamePart } from "../naming.ts";
 import { hostResources } from "./resources.ts";
@@ -29,6 +29,8 @@ export interface CreateOptions {
   host?: HostSecurity;
   /** Whether (and to what) oom_score_adj is clamped on this host; undefined: as asked. */
   oomScore?: OomScorePolicy;
+  /** cridock's root directory, labelled on each container so that another cridock on the engine does not list it. */
+  rootDirectory?: string;
 }
 
 /** Everything that can be checked without dockerd; throws INVALID_ARGUMENT / UNIMPLEMENTED. */
@@ -124,6 +126,7 @@ export async function createBody(
     [ATTEMPT_LABEL]: String(spec.attempt),
   };
   if (spec.mounts.length > 0) internal[MOUNTS_LABEL] = JSON.stringify(spec.mounts);
+  if (options.rootDirectory) internal[ROOT_LABEL] = options.rootDirectory;
   const body: ContainerCreateBody = {
     Image: imageId,
     Env: spec.envs.map((e) => `${e.key}=${e.value}`),

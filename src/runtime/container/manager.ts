@@ -15,7 +15,7 @@ import { createBody, validateSpec, type CreateOptions } from "./create.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
 import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
-import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
+import { LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
 import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
 import { containerName } from "../naming.ts";
 import { ContainerResizer } from "./resize.ts";
@@ -213,8 +213,12 @@ export class ContainerManager {
     const out: ContainerSummaryInfo[] = [];
     const complete = !filter.id && !filter.sandboxId;
     const seen = complete ? new Map<string, { key: string; info: ContainerSummaryInfo }>() : undefined;
+    const root = this.options.rootDirectory;
     for (const s of summaries) {
       if (filter.id && !s.Id.startsWith(filter.id)) continue;
+      // Another cridock's on the same engine (see sandbox/queries.ts isOwnSandbox); unlabelled ones (older, cri-dockerd's) stay.
+      const owner = s.Labels?.[ROOT_LABEL];
+      if (root && owner !== undefined && owner !== root) continue;
       const info = this.summaryOf(s);
       seen?.set(s.Id, this.summaries.get(s.Id)!);
       if (filter.state && info.state !== filter.state) continue;

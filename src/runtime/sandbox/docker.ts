@@ -9,13 +9,12 @@ import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { invalidArgument } from "../../errors.ts";
 import type { ContainerCreateBody, HostConfig, PortBinding } from "../../docker/types.ts";
-import { CONTAINER_NAME_LABEL, TYPE_LABEL, TYPE_SANDBOX, toDockerLabels } from "../labels.ts";
+import { CONTAINER_NAME_LABEL, ROOT_LABEL, TYPE_LABEL, TYPE_SANDBOX, toDockerLabels } from "../labels.ts";
 import { SANDBOX_CONTAINER_NAME } from "../naming.ts";
 import type { SandboxSpec, SeccompSpec } from "./spec.ts";
 import { clampOomScore, type OomScorePolicy } from "../container/oom-score.ts";
 
-/** Internal label naming the cridock root directory that owns a sandbox (recovery only touches its own). */
-export const ROOT_LABEL = "io.cridock.root";
+export { ROOT_LABEL };
 
 export interface SandboxDockerOptions {
   image: string;

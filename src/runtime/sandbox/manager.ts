@@ -392,7 +392,7 @@ export class SandboxManager implements SandboxLookup {
   }
 
   async list(filter: SandboxListFilter = {}): Promise<SandboxSummary[]> {
-    return listSandboxes(this.docker, this.records, filter);
+    return listSandboxes(this.docker, this.records, filter, this.options.rootDirectory);
   }
 
   async view(idOrPrefix: string): Promise<SandboxView> {
