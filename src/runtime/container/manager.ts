@@ -12,6 +12,7 @@ import type { Logger } from "../../log.ts";
 import type { LogFollowers } from "../../logs/followers.ts";
 import { hostCapabilities, privilegedStartFailure } from "./capabilities.ts";
 import { createBody, validateSpec, type CreateOptions } from "./create.ts";
+import { createMissingHostPaths } from "./mounts.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
 import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
@@ -79,6 +80,8 @@ export class ContainerManager {
     const relabels = spec.mounts.some((m) => m.selinuxRelabel)
       ? ((await this.docker.info()).SecurityOptions ?? []).some((o) => o.includes("name=selinux"))
       : false;
+    const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
+    if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
     const body = await createBody(spec, view, image.id, targetId, this.options, { apiVersion: await this.docker.apiVersion(), relabels });
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
