@@ -4,7 +4,6 @@ import type * as cri from "./proto-types.ts";
 import { CgroupDriver } from "./proto-types.ts";
 import { RUNTIME_NAME, type RuntimeStatus } from "../runtime/status.ts";
 import { invalidArgument } from "../errors.ts";
-import type { Config } from "../config.ts";
 
 /** kubelet refuses any other value (kuberuntime_manager.go getTypedVersion). */
 export const CRI_VERSION = "0.1.0";
@@ -21,7 +20,7 @@ export interface RuntimeInfoDeps {
  * under `sandboxImage`, the key containerd's CRI plugin uses and kubeadm
  * reads (it warns when the runtime's differs from the one it expects).
  */
-export function configInfo(config: Config): Record<string, unknown> {
+export function configInfo<C extends { podInfraContainerImage: string }>(config: C): C & { sandboxImage: string } {
   return { ...config, sandboxImage: config.podInfraContainerImage };
 }
 
