@@ -90,7 +90,7 @@ t.test("capabilities: the check says what the engine did with a privileged conta
   t.match(refused.detail, /Docker 29\.0\.0 refused to start a privileged container \(unable to apply caps.*\): privileged pods fail with FAILED_PRECONDITION/);
   t.match(refused.fix ?? "", /current Docker Engine/);
 
-  const untried = restricted({ tried: false, reason: "the pause image registry.k8s.io/pause:3.10 is not present" });
+  const untried = restricted({ tried: false, reason: "the pause image registry.k8s.io/pause:3.10.2 is not present" });
   t.equal(untried.verdict, "warn");
   t.match(untried.detail, /left to the engine.*not tried: the pause image/);
 
