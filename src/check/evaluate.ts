@@ -5,6 +5,7 @@
  * it could, with a limitation the operator should know about.
  */
 import { compareApiVersions, MIN_API_VERSION } from "../docker/api-version.ts";
+import type { OomScorePolicy } from "../runtime/container/oom-score.ts";
 
 export type Verdict = "ok" | "warn" | "fail";
 
@@ -31,6 +32,8 @@ export interface NodeFacts {
    * capability (on a full set every engine grants them all).
    */
   privileged: PrivilegedProbe;
+  /** The oom_score_adj policy these flags give on this host (container/oom-score.ts). */
+  oomScore: OomScorePolicy | { error: string };
   pause: { image: string; present: boolean; pullable?: boolean; error?: string };
   streaming: { host: string; port: number; bindable: boolean; error?: string };
   socket:
@@ -54,6 +57,7 @@ export function evaluate(facts: NodeFacts): CheckItem[] {
     cniItem(facts),
     rootItem(facts),
     capabilitiesItem(facts),
+    oomScoreItem(facts),
     pauseItem(facts),
     streamingItem(facts),
     socketItem(facts),
@@ -184,6 +188,30 @@ function capabilitiesItem({ capabilities, privileged, docker }: NodeFacts): Chec
     detail: `${lacks}; trying a privileged container on ${engine} failed for another reason (${privileged.message}), so what privileged pods meet is not known; "ALL" grants the ${n} others`,
     fix: "read dockerd's log for the failure above",
   };
+}
+
+function oomScoreItem({ oomScore }: NodeFacts): CheckItem {
+  const name = "oom-score-adj";
+  if ("error" in oomScore) return { name, verdict: "warn", detail: `cannot tell whether scores can be lowered: ${oomScore.error}` };
+  const { floor } = oomScore;
+  if (oomScore.hostRestricted && !oomScore.restricted) {
+    return {
+      name,
+      verdict: "fail",
+      detail: `${oomScore.reason}: runc refuses "failed to update /proc/self/oom_score_adj: Permission denied" for Guaranteed and node-critical pods (kubelet asks -997)`,
+      fix: "drop --restrict-oom-score-adj=false (auto clamps such scores), or give the node CAP_SYS_RESOURCE",
+    };
+  }
+  if (oomScore.hostRestricted) {
+    return {
+      name,
+      verdict: "warn",
+      detail: `restricted (${oomScore.reason}): scores below ${floor} are raised to ${floor}, so Guaranteed and node-critical pods are not shielded from the OOM killer beyond the runtime's own score`,
+      fix: "run the node with CAP_SYS_RESOURCE in its bounding set, outside a user namespace, for kubelet's scores to apply",
+    };
+  }
+  if (oomScore.restricted) return { name, verdict: "ok", detail: `restricted by ${oomScore.reason}: scores below ${floor} are raised to ${floor}` };
+  return { name, verdict: "ok", detail: `scores are applied as kubelet asks (${oomScore.reason})` };
 }
 
 function pauseItem({ pause }: NodeFacts): CheckItem {

@@ -16,6 +16,7 @@ import { describeCause } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { findPlugin, loadNetworkConfig } from "../network/conf.ts";
 import { readHostCapabilities } from "../runtime/container/capabilities.ts";
+import { decideOomScorePolicy, readOomScoreFacts } from "../runtime/container/oom-score.ts";
 import { mountOf, type NodeFacts } from "./evaluate.ts";
 import { probePrivileged } from "./privileged.ts";
 
@@ -24,18 +25,23 @@ const PROBE_TIMEOUT_MS = 10_000;
 export async function probeNode(config: Config, log: Logger): Promise<NodeFacts> {
   const docker = new DockerClient({ endpoint: config.dockerEndpoint, requestTimeoutMs: PROBE_TIMEOUT_MS, logger: log });
   try {
-    const [dockerFacts, hostCgroupVersion, cni, root, capabilities, streaming, socket] = await Promise.all([
+    const [dockerFacts, hostCgroupVersion, cni, root, capabilities, oomScore, streaming, socket] = await Promise.all([
       probeDocker(docker),
       probeHostCgroup(),
       probeCni(config),
       probeRoot(config.rootDirectory),
       readHostCapabilities().catch((err: unknown) => ({ error: describeCause(err) })),
+      // The check's own score stands for the server's: both start from the same unit or shell.
+      readOomScoreFacts().then(
+        (facts) => decideOomScorePolicy(config.restrictOomScoreAdj, facts),
+        (err: unknown) => ({ error: describeCause(err) }),
+      ),
       probeBind(config.streamingHost, config.streamingPort),
       probeSocket(config),
     ]);
     const pause = dockerFacts.ok ? await probePause(docker, config.podInfraContainerImage) : { image: config.podInfraContainerImage, present: false, error: "dockerd does not answer" };
     const privileged = await probePrivileged(docker, { dockerUp: dockerFacts.ok, pause, capabilities });
-    return { dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, pause, streaming, socket };
+    return { dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, oomScore, pause, streaming, socket };
   } finally {
     await docker.close();
   }
