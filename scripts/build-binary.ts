@@ -94,7 +94,8 @@ async function buildScript(outfile: string, licensesFile: string): Promise<numbe
       "process.env.WS_NO_UTF_8_VALIDATE": JSON.stringify("1"),
     },
   });
-  writeFileSync(licensesFile, bundledLicenses(Object.keys(result.metafile!.inputs)));
+  const header = `cridock's executable is Node.js ${process.version} (its licence and those of the libraries it carries are in Node.js's LICENSE file of that version) with these npm packages bundled into its script:\n\n`;
+  writeFileSync(licensesFile, header + bundledLicenses(Object.keys(result.metafile!.inputs)));
   return Object.values(result.metafile!.outputs).reduce((sum, o) => sum + o.bytes, 0);
 }
 

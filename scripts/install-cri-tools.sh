@@ -4,8 +4,12 @@
 # says they are there already. critest is the Ginkgo test binary of
 # cmd/critest (`go test -c`), as upstream's Makefile builds it.
 #
-# Usage: install-cri-tools.sh [crictl]   (crictl alone: what running cridock
-#        needs, for scripts/run-cridock.sh; critest is the tests')
+# Usage: install-cri-tools.sh [--check|--link] [crictl]
+#   crictl   crictl alone: what running cridock needs (scripts/run-cridock.sh);
+#            critest is the tests'
+#   --check  build nothing: exit 0 when the tools are there, 1 otherwise
+#   --link   then link crictl into /usr/local/bin when no crictl is on the
+#            PATH (recorded for scripts/env-teardown.sh)
 #
 # `go install ...@version` needs the module proxy's version list, which may
 # be refused; downloading the exact module version and building inside a
@@ -56,19 +60,38 @@ build_tools() {
   log "installed $* $CRI_TOOLS_VERSION in $BIN_DIR"
 }
 
+CRICTL_LINK="/usr/local/bin/crictl"
+
+link_crictl() {
+  if ! command -v crictl >/dev/null && [[ ! -e "$CRICTL_LINK" ]]; then
+    ln -s "$BIN_DIR/crictl" "$CRICTL_LINK"
+    mkdir -p "$ENV_STATE_DIR"
+    echo "$CRICTL_LINK" >"$ENV_STATE_DIR/crictl-link-installed"
+    log "linked $CRICTL_LINK to $BIN_DIR/crictl"
+  fi
+}
+
 main() {
-  local wanted=(crictl critest) missing=() tool
+  local wanted=(crictl critest) missing=() tool check=0 link=0
+  case "${1:-}" in
+    --check) check=1; shift ;;
+    --link) link=1; shift ;;
+  esac
   case "${1:-}" in
     "") ;;
     crictl) wanted=(crictl) ;;
-    *) die "usage: install-cri-tools.sh [crictl]" ;;
+    *) die "usage: install-cri-tools.sh [--check|--link] [crictl]" ;;
   esac
   mkdir -p "$ENV_LOG_DIR"
   for tool in "${wanted[@]}"; do
     installed "$tool" || missing+=("$tool")
   done
-  ((${#missing[@]} == 0)) && return 0
-  build_tools "$(find_go "cri-tools $CRI_TOOLS_VERSION")" "${missing[@]}"
+  if ((${#missing[@]} > 0)); then
+    ((check)) && return 1
+    build_tools "$(find_go "cri-tools $CRI_TOOLS_VERSION")" "${missing[@]}"
+  fi
+  ((link)) && link_crictl
+  return 0
 }
 
 main "$@"

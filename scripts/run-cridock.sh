@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what running cridock needs and nothing more: the Debian packages
 # of the engine, CNI plugins and the tools cridock calls (RUN_PACKAGES in
-# scripts/lib/env-common.sh), dockerd when none answers, crictl, and a default
+# scripts/lib/env-common.sh), dockerd when none answers, crictl (built in the
+# background when missing: cridock does not wait for it), and a default
 # CNI network when /etc/cni/net.d holds none. Then it runs cridock in the
 # foreground on its default socket, /var/run/cridock.sock: the self-contained
 # executable (dist/cridock-linux-x64, npm run build:binary) when it is there
@@ -17,14 +18,21 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 
 CNI_CONF_DIR="/etc/cni/net.d"
-CRICTL_LINK="/usr/local/bin/crictl"
 
-# crictl on PATH: a link to the built one, unless some crictl is already there.
+# crictl is built with Go, which takes minutes on a cold build cache, and
+# cridock does not need it to serve: a missing crictl is built in the
+# background (a session of its own, so stopping cridock does not cut the
+# build short) while cridock starts, and linked into /usr/local/bin once it
+# is there, unless some crictl is on the PATH already.
 ensure_crictl() {
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" crictl
-  if ! command -v crictl >/dev/null && [[ ! -e "$CRICTL_LINK" ]]; then
-    ln -s "$CRIDOCK_TOOLS_DIR/bin/crictl" "$CRICTL_LINK"
-    echo "$CRICTL_LINK" >"$ENV_STATE_DIR/crictl-link-installed"
+  local tools="$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
+  if bash "$tools" --check crictl; then
+    bash "$tools" --link crictl
+  elif pid_of crictl-build >/dev/null; then
+    log "crictl is still being built in the background (log: $ENV_LOG_DIR/crictl-build.log)"
+  else
+    log "building crictl in the background (log: $ENV_LOG_DIR/crictl-build.log); cridock serves meanwhile"
+    start_daemon crictl-build bash "$tools" --link crictl
   fi
 }
 
