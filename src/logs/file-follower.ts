@@ -83,12 +83,12 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
   /** Docker reported the container's end since the last check. */
   private exitReported = false;
   private refreshTimer: ReturnType<typeof setInterval> | undefined;
+  /** Resumed from a checkpoint: nothing is saved before Docker's file is positioned again. */
+  private resumed = false;
 
   constructor(protected override readonly options: JsonFileFollowerOptions) {
     super(options);
   }
-  /** Resumed from a checkpoint: nothing is saved before Docker's file is positioned again. */
-  private resumed = false;
 
   /** Creates the CRI file now; reading Docker's log starts in the background. */
   async startFresh(): Promise<void> {
