@@ -47,6 +47,15 @@ const OUT_SLACK = 64 * 1024;
  */
 const SAFETY_FIRST_MS = 2_000;
 const SAFETY_MAX_MS = 300_000;
+/**
+ * After a change is reported, reading waits this long so the writes of a
+ * burst are read, converted and written out together: dockerd writes each
+ * line on its own, and reading each as it lands cost several times the CPU
+ * per MB.
+ */
+const BATCH_MS = 10;
+/** While reading (the watch is off), how often Docker's directory is checked for new files. */
+const REFRESH_MS = 250;
 /** Without a watch: how often the log is polled, and Docker's directory checked for new files. */
 const POLL_MS = 1_000;
 /** A safety poll that finds output no event announced, this many times in a row, ends the watch. */
@@ -129,9 +138,9 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     this.bell.ring("state");
   }
 
-  /** Whether Docker's directory is watched (false: polling every POLL_MS). */
+  /** Whether Docker's directory can be watched (false: polling every POLL_MS). */
   get watching(): boolean {
-    return this.watch?.watching ?? false;
+    return this.watch?.available ?? false;
   }
 
   /** Output Docker rotated away before it was read (counted; each occasion is logged). */
@@ -160,8 +169,11 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
       let unannounced = false;
       let misses = 0;
       while (!this.abort.signal.aborted) {
-        if (!this.watching) this.pollRefresh();
+        // Reading: the watch is off, so Docker's new files are looked for on a timer (also while a write is stuck).
+        if (!this.watch?.armed) this.pollRefresh();
         if (this.carry === this.input.length) this.grow();
+        // This read sees everything rung so far.
+        this.bell.clearLog();
         const n = await tail.read(this.input, this.carry);
         if (unannounced) {
           misses = n > 0 ? misses + 1 : 0;
@@ -169,10 +181,12 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
           if (misses >= MISSES_TO_POLL) this.dropWatch();
         }
         if (n > 0) {
+          this.watch?.disarm();
           await this.consume(this.carry + n, "more");
           continue;
         }
-        const step = await tail.next();
+        // While armed, renames call refresh() themselves; a safety poll looks anyway (a missed rename).
+        const step = await tail.next(!this.watch?.armed || woke !== "log");
         if (step === "more") continue;
         if (step === "switched" || step === "truncated") {
           await this.endOfFile(step === "switched" ? "file-end" : "output-end");
@@ -184,12 +198,22 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
           await this.bell.wait(SETTLE_MS - settled, this.abort.signal);
           continue;
         }
+        if (this.watch?.available && !this.watch.armed) {
+          // At the end of the log: watch again, then read once more for what came before the watch.
+          this.stopPollRefresh();
+          this.watch.arm();
+          continue;
+        }
         // Changes of the log itself say nothing about the container's end.
         if (woke !== "log" && (await this.exited())) {
           exitedAt = Date.now();
           continue;
         }
         woke = await this.bell.wait(this.watching ? safetyMs : POLL_MS, this.abort.signal);
+        if (woke === "log") {
+          this.watch?.disarm();
+          await delay(BATCH_MS, this.abort.signal);
+        }
         if (woke === "timeout") {
           safetyMs = Math.min(safetyMs * 2, safety.max);
           unannounced = this.watching && this.watch!.takeEvents() === 0;
@@ -344,14 +368,19 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     }
   }
 
-  /** Without a watch, Docker's directory is checked for new files on a timer, also while the reader is busy. */
+  /** While reading or without a watch, Docker's directory is checked for new files on a timer, also while the reader is busy. */
   private pollRefresh(): void {
     if (this.refreshTimer || !this.tail) return;
     const tail = this.tail;
     this.refreshTimer = setInterval(() => {
       tail.refresh().catch((err) => this.log.warn({ err }, "cannot check Docker's log files for rotation"));
-    }, POLL_MS);
+    }, this.watching ? REFRESH_MS : POLL_MS);
     this.refreshTimer.unref?.();
+  }
+
+  private stopPollRefresh(): void {
+    clearInterval(this.refreshTimer);
+    this.refreshTimer = undefined;
   }
 
   private dropWatch(): void {

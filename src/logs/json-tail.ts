@@ -140,9 +140,13 @@ export class JsonLogTail {
    * when the current file grew meanwhile, "switched" after moving to the
    * successor, "truncated" when the live file was cut under the reader
    * (max-file 1; reading restarts at 0), and "idle" when nothing new exists.
+   * `checkRotation` false skips the look for Docker's new files when a watch
+   * reports renames (and calls refresh() itself); a check under way is still
+   * waited for.
    */
-  async next(): Promise<"more" | "switched" | "truncated" | "idle"> {
-    await this.refresh();
+  async next(checkRotation = true): Promise<"more" | "switched" | "truncated" | "idle"> {
+    if (checkRotation) await this.refresh();
+    else await (this.rerun ?? this.refreshing);
     const file = this.mustCurrent();
     const size = (await file.handle.stat()).size;
     if (size > this.offset) return "more";

@@ -10,8 +10,8 @@
  * state changes, e.g. when it exits) are passed on as "state" hints.
  *
  * A watch may not be had (the inotify limits are reached, a filesystem
- * without inotify) or may fail later; then `watching` is false and the
- * follower falls back to polling every few seconds.
+ * without inotify) or may fail later; then `available` is false and the
+ * follower falls back to polling every second.
  */
 import { watch, type FSWatcher } from "node:fs";
 import { basename, dirname } from "node:path";
@@ -38,6 +38,15 @@ export class Doorbell {
       this.waiter = undefined;
       waiter(this.take()!);
     }
+  }
+
+  /**
+   * Forgets the log changes rung so far, just before a read that will see
+   * them all: the next wait then sleeps until something newer is written,
+   * instead of waking at once for bytes already read.
+   */
+  clearLog(): void {
+    this.pendingLog = false;
   }
 
   /** Waits for a ring, at most `ms`; a ring since the last wait returns at once. */
@@ -77,21 +86,35 @@ export interface LogWatchOptions {
   logger: Logger;
 }
 
+/**
+ * The watch is armed only while the follower waits: while it reads, dockerd's
+ * writes (one per line) would each cost a callback, which at a few MB/s of
+ * short lines was more CPU than reading them. Arming again is one
+ * inotify_add_watch; the follower reads once more after arming, so no write
+ * slips between.
+ */
 export class LogWatch {
   private watcher: FSWatcher | undefined;
+  /** False once a watch could not be had or broke: the follower polls. */
+  private usable = true;
   /** Changes reported since the last call of takeEvents(). */
   private events = 0;
 
   private constructor(private readonly options: LogWatchOptions) {}
 
-  /** Starts watching; the result reports `watching` false when no watch could be had. */
+  /** Arms a first watch; the result reports `available` false when none could be had. */
   static open(options: LogWatchOptions): LogWatch {
     const w = new LogWatch(options);
-    w.start();
+    w.arm();
     return w;
   }
 
-  get watching(): boolean {
+  /** Whether the directory can be watched (false: the follower polls). */
+  get available(): boolean {
+    return this.usable;
+  }
+
+  get armed(): boolean {
     return this.watcher !== undefined;
   }
 
@@ -102,16 +125,25 @@ export class LogWatch {
     return n;
   }
 
-  close(): void {
+  /** Stops reporting until arm(); the follower reads meanwhile. */
+  disarm(): void {
     this.watcher?.close();
     this.watcher = undefined;
   }
 
-  private start(): void {
+  /** Stops for good: the follower polls from now on. */
+  close(): void {
+    this.usable = false;
+    this.disarm();
+  }
+
+  arm(): void {
+    if (this.watcher || !this.usable) return;
     const { logPath, bell, logger } = this.options;
     const name = basename(logPath);
+    let watcher: FSWatcher;
     try {
-      this.watcher = watch(dirname(logPath), { persistent: false }, (event, filename) => {
+      watcher = watch(dirname(logPath), { persistent: false }, (event, filename) => {
         this.events++;
         // Some platforms leave the name out; then anything may have changed.
         const file = typeof filename === "string" ? filename : filename ? String(filename) : undefined;
@@ -123,14 +155,18 @@ export class LogWatch {
         bell.ring("state");
       });
     } catch (err) {
-      logger.warn({ err, dockerLog: logPath }, "cannot watch Docker's log directory (raise fs.inotify.max_user_watches?); polling it every few seconds instead");
+      logger.warn({ err, dockerLog: logPath }, "cannot watch Docker's log directory (raise fs.inotify.max_user_watches?); polling it every second instead");
+      this.usable = false;
       return;
     }
-    this.watcher.on("error", (err) => {
+    watcher.on("error", (err) => {
+      watcher.close();
+      if (this.watcher !== watcher) return;
       // The directory went away (the container was removed) or the watch broke: poll from now on.
       logger.debug({ err, dockerLog: logPath }, "the watch on Docker's log directory ended; polling instead");
       this.close();
       bell.ring("state");
     });
+    this.watcher = watcher;
   }
 }

@@ -175,6 +175,6 @@ t.test("the doorbell keeps a ring that comes before the wait; a state hint outra
 
 t.test("a directory that cannot be watched leaves the follower to poll", async (t) => {
   const w = LogWatch.open({ logPath: "/nonexistent-cridock-dir/c-json.log", bell: new Doorbell(), logger: log });
-  t.notOk(w.watching);
+  t.notOk(w.available);
   w.close();
 });
