@@ -201,7 +201,8 @@ for (const kind of runtimes) results.push(await measure(kind));
 const header = ["measure", ...results.map((r) => r.name), ...(results.length > 1 ? ["ratio"] : [])];
 const rows: string[][] = [];
 const row = (label: string, figures: number[], digits: number) => {
-  const ratio = figures.length > 1 && figures[1]! > 0 ? [`${(figures[0]! / figures[1]!).toFixed(1)}×`] : figures.length > 1 ? ["–"] : [];
+  const [a, b] = figures;
+  const ratio = figures.length < 2 ? [] : Number.isFinite(a) && Number.isFinite(b) && b! > 0 ? [`${(a! / b!).toFixed(1)}×`] : ["–"];
   rows.push([label, ...figures.map((f) => (Number.isFinite(f) ? f.toFixed(digits) : "n/a")), ...ratio]);
 };
 row("RSS idle, no pods (MB)", results.map((r) => r.rssEmpty), 1);
