@@ -58,6 +58,13 @@ export abstract class FollowerBase<Mark = undefined> {
     return this.finished;
   }
 
+  /**
+   * Docker reported the container's end. A follower that reads Docker's log
+   * stream sees the end there and ignores this; one that reads the file
+   * checks at once rather than at its next safety poll.
+   */
+  checkExit(): void {}
+
   /** Rotation: the next record goes to a new file at the same path. */
   async reopen(): Promise<void> {
     await this.file.reopen();

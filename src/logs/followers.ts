@@ -6,6 +6,10 @@
  * A container logging with json-file (every container cridock creates) is
  * read from Docker's log file on disk (file-follower.ts); any other driver
  * (containers made by other tools) through Docker's log API (follower.ts).
+ *
+ * Docker's die events end a file follower's wait for more output at once;
+ * after the event stream was down, every follower checks (it may have
+ * missed one). Between events a follower only sleeps.
  */
 import { join } from "node:path";
 import type { DockerClient } from "../docker/client.ts";
@@ -23,12 +27,14 @@ interface Follower {
   wait(): Promise<void>;
   reopen(): Promise<void>;
   stop(): Promise<void>;
+  checkExit(): void;
 }
 
 export class LogFollowers {
   private readonly followers = new Map<string, Follower>();
   private readonly store: FollowStateStore;
   private readonly log: Logger;
+  private readonly unsubscribe: Array<() => void> = [];
 
   constructor(
     private readonly docker: DockerClient,
@@ -37,6 +43,15 @@ export class LogFollowers {
   ) {
     this.store = new FollowStateStore(join(rootDirectory, "logs"));
     this.log = logger.child({ component: "log-followers" });
+    this.unsubscribe.push(
+      docker.events.subscribe((event) => {
+        if (event.action === "die") this.followers.get(event.id)?.checkExit();
+      }),
+      docker.events.onConnection((connected) => {
+        if (!connected) return;
+        for (const follower of this.followers.values()) follower.checkExit();
+      }),
+    );
   }
 
   /**
@@ -115,6 +130,7 @@ export class LogFollowers {
 
   /** Stops every follower, keeping checkpoints (cridock shutdown). */
   async stopAll(): Promise<void> {
+    for (const off of this.unsubscribe.splice(0)) off();
     const all = [...this.followers.values()];
     this.followers.clear();
     await Promise.all(all.map((f) => f.stop()));

@@ -10,8 +10,9 @@
  * - The file being read stays open: a rename or deletion does not take its
  *   bytes away, and it is read to its end before moving on.
  * - Files that appear after it are opened as soon as they are seen (a stat of
- *   `<path>` now and then, also while the reader is busy or the CRI disk is
- *   stuck), so Docker deleting them later loses nothing either. At most
+ *   `<path>` when the directory watch reports a rename, also while the reader
+ *   is busy or the CRI disk is stuck), so Docker deleting them later loses
+ *   nothing either. At most
  *   MAX_HELD are held, so a stuck writer cannot pin unbounded disk space.
  * - What was lost anyway (Docker rotated a file away before it could be
  *   opened, or truncated it) is logged with what is known of its size and
@@ -64,6 +65,7 @@ export class JsonLogTail {
   /** Successors of `current`, oldest first, already open. */
   private readonly queue: TailFile[] = [];
   private refreshing: Promise<void> | undefined;
+  private rerun: Promise<void> | undefined;
   private closed = false;
   readonly lost: LossReport = { events: 0, bytes: 0 };
 
@@ -138,9 +140,13 @@ export class JsonLogTail {
    * when the current file grew meanwhile, "switched" after moving to the
    * successor, "truncated" when the live file was cut under the reader
    * (max-file 1; reading restarts at 0), and "idle" when nothing new exists.
+   * `checkRotation` false skips the look for Docker's new files when a watch
+   * reports renames (and calls refresh() itself); a check under way is still
+   * waited for.
    */
-  async next(): Promise<"more" | "switched" | "truncated" | "idle"> {
-    await this.refresh();
+  async next(checkRotation = true): Promise<"more" | "switched" | "truncated" | "idle"> {
+    if (checkRotation) await this.refresh();
+    else await (this.rerun ?? this.refreshing);
     const file = this.mustCurrent();
     const size = (await file.handle.stat()).size;
     if (size > this.offset) return "more";
@@ -163,14 +169,21 @@ export class JsonLogTail {
   /**
    * Notices rotations: when `<path>` is a file not yet known, opens the files
    * that came after the newest known one. Cheap when nothing changed (one
-   * stat); safe to call at any time, also concurrently.
+   * stat); safe to call at any time, also concurrently (a call during a
+   * check runs one more check after it).
    */
   refresh(): Promise<void> {
-    if (!this.refreshing) {
-      this.refreshing = this.doRefresh().finally(() => {
-        this.refreshing = undefined;
+    if (this.refreshing) {
+      // A change reported while a check runs may have come after its stat: check once more after it.
+      this.rerun ??= this.refreshing.then(() => {
+        this.rerun = undefined;
+        return this.refresh();
       });
+      return this.rerun;
     }
+    this.refreshing = this.doRefresh().finally(() => {
+      this.refreshing = undefined;
+    });
     return this.refreshing;
   }
 

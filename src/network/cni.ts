@@ -1,6 +1,8 @@
 /**
  * Pod networking through CNI plugins. The network config is (re)loaded from
- * --cni-conf-dir every few seconds; NetworkReady stays false, with the
+ * --cni-conf-dir when it changes (conf-watch.ts: a watch on the directory,
+ * a 2 s retry while no valid config is loaded, a 60 s safety reload once one
+ * is); NetworkReady stays false, with the
  * reason, until a valid one is loaded. setUp brings the pod's loopback up
  * (running the loopback plugin only when the namespace's lo is not already
  * up with 127.0.0.1, as Docker's network mode none leaves it) and runs ADD
@@ -20,6 +22,7 @@ import { loopbackIsUp } from "./netns.ts";
 import { parseResult, podIps } from "./result.ts";
 import { resultFromAddresses } from "./pod-ips.ts";
 import { timed, type StepTimer } from "../steps.ts";
+import { ConfWatch } from "./conf-watch.ts";
 
 export interface CniNetworkOptions {
   confDir: string;
@@ -28,7 +31,8 @@ export interface CniNetworkOptions {
   log: Logger;
   podCidr?: string;
   pluginTimeoutMs?: number;
-  reloadIntervalMs?: number;
+  /** Safety reloads while no valid config is loaded, and once one is (a watch reports changes at once). */
+  reloadIntervalMs?: { notReady: number; ready: number };
   /** Told of each ADD (setUp) and each DEL that ran plugins (tearDown), with its latency; for metrics. */
   onOperation?: (operation: "ADD" | "DEL", seconds: number, ok: boolean) => void;
 }
@@ -45,7 +49,7 @@ export class CniNetwork implements PodNetwork {
   private loopbackPath: string | undefined;
   private problems: string[] = ["CNI config not loaded yet"];
   private podCidr: string;
-  private timer: NodeJS.Timeout | undefined;
+  private confWatch: ConfWatch | undefined;
   private readonly cache: CniCache;
   private readonly log: Logger;
   private readonly timeoutMs: number;
@@ -57,7 +61,7 @@ export class CniNetwork implements PodNetwork {
     this.timeoutMs = options.pluginTimeoutMs ?? 120_000;
   }
 
-  /** Loads the config once and keeps reloading it in the background. */
+  /** Loads the config once and keeps it current in the background. */
   async start(): Promise<void> {
     // Temporaries of a cache write interrupted by kill -9 (written before this process started).
     const started = new Date(Date.now() - process.uptime() * 1000);
@@ -66,13 +70,20 @@ export class CniNetwork implements PodNetwork {
       return [];
     });
     if (swept.length > 0) this.log.info({ files: swept }, "removed temporary CNI cache files left by an interrupted write");
-    await this.reload();
-    this.timer = setInterval(() => void this.reload(), this.options.reloadIntervalMs ?? 2_000);
-    this.timer.unref();
+    this.confWatch = new ConfWatch({
+      dir: this.options.confDir,
+      reload: async () => {
+        await this.reload();
+        return this.current !== undefined;
+      },
+      log: this.log,
+      pollMs: this.options.reloadIntervalMs,
+    });
+    await this.confWatch.start();
   }
 
   async close(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    this.confWatch?.close();
   }
 
   async reload(): Promise<void> {

@@ -4,9 +4,9 @@
  * the plugin declares, prevResult chained through a list), the result or
  * error JSON on stdout. A plugin that outlives the timeout is killed.
  */
-import { spawn } from "node:child_process";
 import { CridockError } from "../errors.ts";
 import type { NetworkConfigList, PluginConf } from "./conf.ts";
+import { runProcess } from "./spawner.ts";
 
 export type CniCommand = "ADD" | "DEL" | "CHECK";
 
@@ -73,40 +73,19 @@ export interface ExecOptions {
   signal?: AbortSignal;
 }
 
-/** Runs the binary; resolves to stdout, rejects with the plugin's error message and stderr. */
-export function execPlugin(what: string, options: ExecOptions): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(options.binary, [], { env: options.env, stdio: ["pipe", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    let killedFor = "";
-    const kill = (reason: string) => {
-      killedFor = reason;
-      child.kill("SIGKILL");
-    };
-    const timer = setTimeout(() => kill(`timed out after ${options.timeoutMs} ms`), options.timeoutMs);
-    const onAbort = () => kill("cancelled by the caller");
-    options.signal?.addEventListener("abort", onAbort, { once: true });
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.stdin.on("error", () => undefined); // a plugin may exit without reading stdin
-    child.stdin.end(options.stdin);
-    const done = (err?: Error) => {
-      clearTimeout(timer);
-      options.signal?.removeEventListener("abort", onAbort);
-      if (err) reject(err);
-      else resolve(stdout);
-    };
-    child.on("error", (err) => done(new CridockError("FAILED_PRECONDITION", `${what}: cannot run ${options.binary}`, { cause: err })));
-    child.on("close", (code) => {
-      if (killedFor) {
-        const code = killedFor.startsWith("cancelled") ? "CANCELLED" : "DEADLINE_EXCEEDED";
-        return done(new CridockError(code, `${what}: ${killedFor}${stderr.trim() ? `; stderr: ${stderr.trim()}` : ""}`));
-      }
-      if (code === 0) return done();
-      done(new CridockError("UNKNOWN", `${what} failed: ${pluginErrorText(stdout, stderr, code)}`));
-    });
-  });
+/**
+ * Runs the binary (off the main thread, spawner.ts); resolves to stdout,
+ * rejects with the plugin's error message and stderr.
+ */
+export async function execPlugin(what: string, options: ExecOptions): Promise<string> {
+  const r = await runProcess({ command: options.binary, env: options.env, stdin: options.stdin, timeoutMs: options.timeoutMs, signal: options.signal });
+  if (r.killedFor) {
+    const code = r.killedFor.startsWith("cancelled") ? "CANCELLED" : "DEADLINE_EXCEEDED";
+    throw new CridockError(code, `${what}: ${r.killedFor}${r.stderr.trim() ? `; stderr: ${r.stderr.trim()}` : ""}`);
+  }
+  if (r.spawnError) throw new CridockError("FAILED_PRECONDITION", `${what}: cannot run ${options.binary}`, { cause: r.spawnError });
+  if (r.code === 0) return r.stdout;
+  throw new CridockError("UNKNOWN", `${what} failed: ${pluginErrorText(r.stdout, r.stderr, r.code)}`);
 }
 
 /** The spec's error JSON ({code, msg, details}) when the plugin printed one, plus its stderr. */

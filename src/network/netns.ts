@@ -5,18 +5,17 @@
  * has a namespace to work on and IPs are never leaked. Uses util-linux
  * mount/umount rather than a native addon.
  */
-import { execFile } from "node:child_process";
 import { mkdir, open, readdir, readFile, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { CridockError } from "../errors.ts";
+import { runProcess } from "./spawner.ts";
 
-function run(command: string, args: string[]): Promise<void> {
-  return new Promise((resolve, reject) => {
-    execFile(command, args, { timeout: 30_000 }, (err, _stdout, stderr) => {
-      if (err) reject(new Error(`${command} ${args.join(" ")}: ${String(stderr).trim() || err.message}`));
-      else resolve();
-    });
-  });
+/** Runs mount/umount off the main thread (spawner.ts); rejects with its stderr. */
+async function run(command: string, args: string[]): Promise<void> {
+  const r = await runProcess({ command, args, timeoutMs: 30_000 });
+  if (r.code === 0 && !r.killedFor && !r.spawnError) return;
+  const why = r.killedFor ?? r.spawnError?.message ?? `exit status ${r.code ?? r.signal}`;
+  throw new Error(`${command} ${args.join(" ")}: ${r.stderr.trim() || why}`);
 }
 
 /** Bind-mounts the network namespace of `pid` onto `path`. */

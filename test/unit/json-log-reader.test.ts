@@ -285,6 +285,7 @@ t.test("follower: every line once across rotations and a restart with rotation w
   // The container exits leaving a torn entry (a write cut short) and no newline on its last output.
   await d.write(entry("last words") + '{"log":"tor');
   state.running = false;
+  second.checkExit();
   await second.wait();
   t.ok(second.done);
   const lines = await criLines(criPath);
@@ -322,6 +323,7 @@ t.test("follower: a restart after records were written past the checkpoint write
   await second.resume(state2);
   await d.write(entry("5\n"));
   state.running = false;
+  second.checkExit();
   await second.wait();
   t.same(await criLines(criPath), ["1", "2", "3", "4", "5"]);
   await second.stop();

@@ -1,0 +1,57 @@
+/**
+ * What a process costs, read from outside it: CPU seconds and resident
+ * memory from /proc, and system calls per second counted with strace.
+ * The benchmarks measure cridock and cri-dockerd the same way through these.
+ */
+import { spawnSync } from "node:child_process";
+import { readFile } from "node:fs/promises";
+
+/** USER_HZ: the unit of utime and stime in /proc/<pid>/stat (100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+/** CPU seconds (user + system, all threads) the process has used so far. */
+export async function cpuSeconds(pid: number): Promise<number> {
+  // The command name may hold spaces and parentheses: fields start after the last ") ".
+  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+/** Resident memory now, in MB (VmRSS). */
+export async function rssMb(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8");
+  const kb = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
+  return kb === undefined ? NaN : Number(kb) / 1024;
+}
+
+export interface SyscallCount {
+  perSecond: number;
+  /** The busiest calls, per second, most first. */
+  top: { name: string; perSecond: number }[];
+}
+
+/**
+ * Counts the process's system calls (all its threads) for `seconds` with
+ * `strace -c -f -p`. Undefined when strace is missing or may not attach
+ * (ptrace restrictions); the caller says so rather than printing a number.
+ */
+export function countSyscalls(pid: number, seconds: number): SyscallCount | undefined {
+  const run = spawnSync("timeout", ["-s", "INT", String(seconds), "strace", "-c", "-f", "-p", String(pid)], { encoding: "utf8" });
+  if (run.error || !/\btotal\s*$/m.test(run.stderr)) return undefined;
+  const rows: { name: string; calls: number }[] = [];
+  let total = 0;
+  for (const line of run.stderr.split("\n")) {
+    const cols = line.trim().split(/\s+/);
+    // "% time  seconds  usecs/call  calls  [errors]  syscall"
+    if (cols.length < 5 || !/^\d+(\.\d+)?$/.test(cols[0]!)) continue;
+    const calls = Number(cols[3]);
+    const name = cols[cols.length - 1]!;
+    if (name === "total") total = calls;
+    else rows.push({ name, calls });
+  }
+  rows.sort((a, b) => b.calls - a.calls);
+  return {
+    perSecond: total / seconds,
+    top: rows.slice(0, 5).map((r) => ({ name: r.name, perSecond: r.calls / seconds })),
+  };
+}

@@ -1,0 +1,180 @@
+/**
+ * Following Docker's json-file log is event-driven: a quiet container costs
+ * no reads and no stats, and writes, rotations and the container's end are
+ * still seen at once. File operations are counted by wrapping the fs
+ * functions the tail uses (FileHandle.read/stat and fs/promises' stat).
+ */
+import t from "tap";
+import { spawn } from "node:child_process";
+import { appendFile, mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import * as fsPromises from "node:fs/promises";
+import { createRequire, syncBuiltinESMExports } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { JsonFileFollower } from "../../src/logs/file-follower.ts";
+import { Doorbell, LogWatch } from "../../src/logs/log-watch.ts";
+import { FollowStateStore } from "../../src/logs/resume.ts";
+import { parseRecord } from "../../src/logs/crilog.ts";
+import type { DockerClient } from "../../src/docker/client.ts";
+import { createLogger } from "../../src/log.ts";
+
+const log = createLogger("silent" as never);
+const require = createRequire(import.meta.url);
+
+/** Counts file reads and stats made by this process while `counting` is set. */
+const ops = { counting: false, reads: 0, stats: 0 };
+async function countFileOperations(): Promise<void> {
+  const probe = await open("/proc/self/stat", "r");
+  const proto = Object.getPrototypeOf(probe) as { read: (...a: unknown[]) => unknown; stat: (...a: unknown[]) => unknown };
+  await probe.close();
+  const read = proto.read;
+  const fstat = proto.stat;
+  proto.read = function (this: unknown, ...a: unknown[]) {
+    if (ops.counting) ops.reads++;
+    return read.apply(this, a);
+  };
+  proto.stat = function (this: unknown, ...a: unknown[]) {
+    if (ops.counting) ops.stats++;
+    return fstat.apply(this, a);
+  };
+  const promises = require("node:fs/promises") as typeof fsPromises & { stat: (...a: unknown[]) => unknown };
+  const stat = promises.stat;
+  promises.stat = ((...a: Parameters<typeof stat>) => {
+    if (ops.counting) ops.stats++;
+    return stat(...a);
+  }) as typeof promises.stat;
+  syncBuiltinESMExports();
+}
+
+function entry(text: string): string {
+  return `${JSON.stringify({ log: text, stream: "stdout", time: "2026-01-02T03:04:05.1234Z" })}\n`;
+}
+
+async function criText(path: string): Promise<string[]> {
+  const text = await readFile(path, "utf8").catch(() => "");
+  return text
+    .split("\n")
+    .slice(0, -1)
+    .map((l) => parseRecord(l)?.content ?? `?${l}`);
+}
+
+async function until(what: string, check: () => Promise<boolean>, ms: number): Promise<number> {
+  const start = Date.now();
+  while (!(await check())) {
+    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return Date.now() - start;
+}
+
+/** A container directory as dockerd lays it out, a fake Docker answering inspect, and a follower with a minute-long safety poll. */
+async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid) {
+  const dir = await mkdtemp(join(tmpdir(), "cridock-idle-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const path = join(dir, "c-json.log");
+  await writeFile(path, "");
+  const state = { running: true, inspects: 0 };
+  const docker = {
+    inspectContainer: async () => {
+      state.inspects++;
+      // A pid visible in /proc, as a container's process is.
+      return {
+        LogPath: path,
+        HostConfig: { LogConfig: { Type: "json-file", Config: { "max-file": "3" } } },
+        State: { Running: state.running, Pid: state.running ? pid : 0 },
+      };
+    },
+  } as unknown as DockerClient;
+  const criPath = join(dir, "cri.log");
+  const follower = new JsonFileFollower({
+    docker,
+    store: new FollowStateStore(join(dir, "state")),
+    logger: log,
+    containerId: "c".repeat(64),
+    logPath: criPath,
+    tty: false,
+    safetyPollMs: { first: 60_000, max: 60_000 },
+  });
+  t.teardown(() => follower.stop());
+  await follower.startFresh();
+  return { dir, path, criPath, state, follower };
+}
+
+t.before(countFileOperations);
+
+t.test("a quiet follower reads and stats nothing; a write after the quiet arrives at once", async (t) => {
+  const s = await setup(t);
+  t.ok(s.follower.watching, "Docker's directory is watched");
+  await appendFile(s.path, entry("one\n"));
+  await until("the first line", async () => (await criText(s.criPath)).length === 1, 2000);
+  // Let the checkpoint after the write land, then count.
+  await new Promise((r) => setTimeout(r, 700));
+  ops.reads = ops.stats = 0;
+  ops.counting = true;
+  await new Promise((r) => setTimeout(r, 1500));
+  ops.counting = false;
+  t.same({ reads: ops.reads, stats: ops.stats }, { reads: 0, stats: 0 }, "no file operation in 1.5 s of quiet");
+  await appendFile(s.path, entry("two\n"));
+  const ms = await until("the line written after the quiet", async () => (await criText(s.criPath)).length === 2, 1000);
+  t.ok(ms < 1000, `arrived after ${ms} ms, with a safety poll of a minute`);
+});
+
+t.test("a rotation after a quiet spell is followed without a poll", async (t) => {
+  const s = await setup(t);
+  await appendFile(s.path, entry("a\n"));
+  await until("a", async () => (await criText(s.criPath)).length === 1, 2000);
+  await new Promise((r) => setTimeout(r, 300));
+  await appendFile(s.path, entry("b\n"));
+  await rename(s.path, `${s.path}.1`);
+  await writeFile(s.path, entry("c\n"));
+  await until("b and c", async () => (await criText(s.criPath)).length === 3, 1000);
+  t.same(await criText(s.criPath), ["a", "b", "c"]);
+});
+
+t.test("the container's end: Docker's die event, or dockerd rewriting its state file, ends the follower at once", async (t) => {
+  const byEvent = await setup(t);
+  await appendFile(byEvent.path, entry("last"));
+  await new Promise((r) => setTimeout(r, 200));
+  const before = byEvent.state.inspects;
+  byEvent.state.running = false;
+  byEvent.follower.checkExit();
+  await until("the follower finishing after the die event", async () => byEvent.follower.done, 1000);
+  t.ok(byEvent.state.inspects > before, "Docker was asked");
+  t.same(await criText(byEvent.criPath), ["last"], "the unfinished last line is written, ending its line");
+
+  // No event this time: the process ends and dockerd rewrites the container's state file.
+  const child = spawn("sleep", ["30"], { stdio: "ignore" });
+  t.teardown(() => child.kill("SIGKILL"));
+  const byState = await setup(t, child.pid!);
+  await new Promise((r) => setTimeout(r, 200));
+  t.notOk(byState.follower.done);
+  byState.state.running = false;
+  child.kill("SIGKILL");
+  await new Promise((r) => child.once("exit", r));
+  await writeFile(join(byState.dir, "config.v2.json"), "{}");
+  await until("the follower finishing after the state file changed", async () => byState.follower.done, 1000);
+});
+
+t.test("the doorbell keeps a ring that comes before the wait; a state hint outranks a log change", async (t) => {
+  const bell = new Doorbell();
+  const signal = new AbortController().signal;
+  bell.ring("log");
+  t.equal(await bell.wait(10_000, signal), "log");
+  t.equal(await bell.wait(5, signal), "timeout");
+  bell.ring("log");
+  bell.ring("state");
+  t.equal(await bell.wait(10_000, signal), "state");
+  const pending = bell.wait(10_000, signal);
+  bell.ring("log");
+  t.equal(await pending, "log");
+  const abort = new AbortController();
+  const aborted = bell.wait(10_000, abort.signal);
+  abort.abort();
+  t.equal(await aborted, "aborted");
+});
+
+t.test("a directory that cannot be watched leaves the follower to poll", async (t) => {
+  const w = LogWatch.open({ logPath: "/nonexistent-cridock-dir/c-json.log", bell: new Doorbell(), logger: log });
+  t.notOk(w.available);
+  w.close();
+});
