@@ -30,6 +30,7 @@ import { describeCause } from "./errors.ts";
 import { ExecService } from "./runtime/exec/manager.ts";
 import { PortForwarder } from "./runtime/exec/port-forward.ts";
 import { StreamingServer } from "./streaming/server.ts";
+import { DockerImageFiles } from "./runtime/container/image-files.ts";
 import { ContainerManager } from "./runtime/container/manager.ts";
 import { LogFollowers } from "./logs/followers.ts";
 import { countObjects, metricsWiring } from "./metrics/setup.ts";
@@ -98,10 +99,17 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   });
   await recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log });
 
+  const imageFiles = new DockerImageFiles(docker, log);
+  // Scratch containers (image-files.ts) live for one CreateContainer; a crash may have left one.
+  await imageFiles
+    .removeLeftovers()
+    .then((n) => n > 0 && log.info({ removed: n }, "removed scratch containers left by an earlier run"))
+    .catch((err) => log.warn({ err }, "could not remove leftover scratch containers"));
   const containers = new ContainerManager({
     docker,
     sandboxes,
     images,
+    files: imageFiles,
     logs: logFollowers,
     log,
     logMaxSize: config.dockerLogMaxSize,
