@@ -9,10 +9,10 @@ import type { DockerClient } from "../../docker/client.ts";
 import { failedPrecondition } from "../../errors.ts";
 import { requireCdi } from "./cdi.ts";
 import type { CreateContext } from "./create.ts";
-import type { ImageFileReader } from "./image-files.ts";
+import type { ImageFileReader } from "../image-files.ts";
 import { requireImageMounts } from "./image-mounts.ts";
 import type { ContainerSpec } from "./spec.ts";
-import { needsPasswd, parsePasswd, requestedUser, strictUserString } from "./strict-user.ts";
+import { needsPasswd, parsePasswd, requestedUser, strictUserString } from "../strict-user.ts";
 
 export interface ContextImages {
   /** `{ id: "sha256:…" }`, or NOT_FOUND "image X is not present; pull it first". */

@@ -14,7 +14,7 @@ import { hostCapabilities, privilegedStartFailure } from "./capabilities.ts";
 import { createBody, validateSpec, type CreateOptions } from "./create.ts";
 import { createMissingHostPaths } from "./mounts.ts";
 import { createContext, type ContextImages } from "./create-context.ts";
-import type { ImageFileReader } from "./image-files.ts";
+import type { ImageFileReader } from "../image-files.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
 import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";

@@ -3,7 +3,7 @@ import { pack } from "tar-stream";
 import { Readable } from "node:stream";
 import { createContext, type ContextDeps } from "../../../../src/runtime/container/create-context.ts";
 import { createBody } from "../../../../src/runtime/container/create.ts";
-import { firstRegularFile } from "../../../../src/runtime/container/image-files.ts";
+import { firstRegularFile } from "../../../../src/runtime/image-files.ts";
 import type { ContainerSpec, MountSpec, SecuritySpec } from "../../../../src/runtime/container/spec.ts";
 import type { SandboxView } from "../../../../src/runtime/sandbox/view.ts";
 

@@ -1,6 +1,6 @@
 import t from "tap";
-import { needsPasswd, parsePasswd, requestedUser, strictUserString } from "../../../../src/runtime/container/strict-user.ts";
-import type { SecuritySpec } from "../../../../src/runtime/container/spec.ts";
+import { needsPasswd, parsePasswd, requestedUser, strictUserString } from "../../../src/runtime/strict-user.ts";
+import type { SecuritySpec } from "../../../src/runtime/container/spec.ts";
 
 const security = (over: Partial<SecuritySpec> = {}): SecuritySpec => ({
   privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "", usernsMode: "node",

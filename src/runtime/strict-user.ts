@@ -11,8 +11,14 @@
  * kernel would get it under Merge. A numeric uid the image does not list
  * gets gid 0 (what Docker and containerd do for such a uid).
  */
-import { failedPrecondition } from "../../errors.ts";
-import type { SecuritySpec } from "./spec.ts";
+import { failedPrecondition } from "../errors.ts";
+
+/** The security context fields that name the user (container's or sandbox's). */
+export interface UserFields {
+  runAsUser?: bigint | string;
+  runAsGroup?: bigint | string;
+  runAsUsername?: string;
+}
 
 export interface PasswdEntry {
   name: string;
@@ -44,7 +50,7 @@ export interface RequestedUser {
 }
 
 /** The user the request asks for, else the image's USER (Docker's own default), else root. */
-export function requestedUser(sc: SecuritySpec, imageUser: string | undefined): RequestedUser {
+export function requestedUser(sc: UserFields, imageUser: string | undefined): RequestedUser {
   const group = sc.runAsGroup !== undefined ? String(sc.runAsGroup) : undefined;
   if (sc.runAsUser !== undefined) return { user: String(sc.runAsUser), group };
   if (sc.runAsUsername) return { user: sc.runAsUsername, group };

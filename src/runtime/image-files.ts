@@ -11,11 +11,11 @@
  * names immutable content, so answers are cached per image id.
  */
 import { extract } from "tar-stream";
-import type { DockerClient } from "../../docker/client.ts";
-import type { ContainerCreateBody } from "../../docker/types.ts";
-import { CRIDOCK_PREFIX } from "../labels.ts";
-import { withContext } from "../../errors.ts";
-import type { Logger } from "../../log.ts";
+import type { DockerClient } from "../docker/client.ts";
+import type { ContainerCreateBody } from "../docker/types.ts";
+import { CRIDOCK_PREFIX } from "./labels.ts";
+import { withContext } from "../errors.ts";
+import type { Logger } from "../log.ts";
 
 /** Marks scratch containers, so a leftover of a crash can be recognised and removed. */
 export const SCRATCH_LABEL = `${CRIDOCK_PREFIX}scratch`;
