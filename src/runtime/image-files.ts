@@ -10,6 +10,7 @@
  * groups policy) and whether an image volume's sub-path exists. An image id
  * names immutable content, so answers are cached per image id.
  */
+import type { Readable } from "node:stream";
 import { extract } from "tar-stream";
 import type { DockerClient } from "../docker/client.ts";
 import type { ContainerCreateBody } from "../docker/types.ts";
@@ -102,28 +103,28 @@ export class DockerImageFiles implements ImageFileReader {
       if ((err as { statusCode?: number }).statusCode === 404) return undefined;
       throw err;
     }
-    return firstRegularFile(response.body);
+    return firstRegularFile(response.body as unknown as Readable);
   }
 }
 
 /** The content of the tar stream's first entry when it is a regular file (bounded), else undefined. */
-export async function firstRegularFile(tar: AsyncIterable<Buffer> & NodeJS.ReadableStream): Promise<string | undefined> {
+export async function firstRegularFile(tar: Readable): Promise<string | undefined> {
   const reader = extract();
   tar.pipe(reader);
-  for await (const entry of reader) {
-    if (entry.header.type !== "file") {
-      entry.resume();
-      reader.destroy();
-      return undefined;
+  try {
+    for await (const entry of reader) {
+      if (entry.header.type !== "file") return undefined;
+      if ((entry.header.size ?? 0) > MAX_FILE_BYTES) {
+        throw new Error(`${entry.header.name} is ${entry.header.size} bytes, more than the ${MAX_FILE_BYTES} read`);
+      }
+      const chunks: Buffer[] = [];
+      for await (const chunk of entry) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString("utf8");
     }
-    if ((entry.header.size ?? 0) > MAX_FILE_BYTES) {
-      reader.destroy();
-      throw new Error(`${entry.header.name} is ${entry.header.size} bytes, more than the ${MAX_FILE_BYTES} read`);
-    }
-    const chunks: Buffer[] = [];
-    for await (const chunk of entry) chunks.push(chunk as Buffer);
+    return undefined;
+  } finally {
+    // Only the first entry is wanted: the rest of the response is dropped with its connection.
     reader.destroy();
-    return Buffer.concat(chunks).toString("utf8");
+    tar.destroy();
   }
-  return undefined;
 }

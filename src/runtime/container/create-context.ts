@@ -10,7 +10,7 @@ import { failedPrecondition } from "../../errors.ts";
 import { requireCdi } from "./cdi.ts";
 import type { CreateContext } from "./create.ts";
 import type { ImageFileReader } from "../image-files.ts";
-import { requireImageMounts } from "./image-mounts.ts";
+import { imageMountsRefused, imageMountsSupported } from "./image-mounts.ts";
 import type { ContainerSpec } from "./spec.ts";
 import { needsPasswd, parsePasswd, requestedUser, strictUserString } from "../strict-user.ts";
 
@@ -57,7 +57,8 @@ async function resolveImageMounts(spec: ContainerSpec, apiVersion: string, deps:
   const ids = new Map<string, string>();
   const imageMounts = spec.mounts.filter((m) => m.image);
   if (imageMounts.length === 0) return ids;
-  requireImageMounts(apiVersion, (await deps.docker.version()).Version, imageMounts);
+  // The engine's version is asked only to name it in the refusal.
+  if (!imageMountsSupported(apiVersion)) throw imageMountsRefused(apiVersion, (await deps.docker.version()).Version, imageMounts);
   for (const m of imageMounts) {
     let id = ids.get(m.image);
     if (!id) {

@@ -13,7 +13,7 @@
  */
 import { compareApiVersions } from "../../docker/api-version.ts";
 import type { DockerMount } from "../../docker/types.ts";
-import { failedPrecondition, invalidArgument, unimplemented } from "../../errors.ts";
+import { type CridockError, failedPrecondition, invalidArgument, unimplemented } from "../../errors.ts";
 import { checkPath } from "./mounts.ts";
 import type { MountSpec } from "./spec.ts";
 
@@ -36,11 +36,14 @@ export function validateImageMount(m: MountSpec): void {
   if (sub.includes("\0")) throw invalidArgument(`image volume ${m.containerPath}: image_sub_path contains a NUL byte`);
 }
 
-/** FAILED_PRECONDITION unless the engine speaks the image mount API. */
-export function requireImageMounts(apiVersion: string, dockerVersion: string, mounts: readonly MountSpec[]): void {
-  if (compareApiVersions(apiVersion, IMAGE_MOUNT_API) >= 0) return;
+export function imageMountsSupported(apiVersion: string): boolean {
+  return compareApiVersions(apiVersion, IMAGE_MOUNT_API) >= 0;
+}
+
+/** The FAILED_PRECONDITION for an engine that cannot mount images, naming it. */
+export function imageMountsRefused(apiVersion: string, dockerVersion: string, mounts: readonly MountSpec[]): CridockError {
   const first = mounts.find((m) => m.image);
-  throw failedPrecondition(
+  return failedPrecondition(
     `image volume ${first?.image ?? ""} at ${first?.containerPath ?? ""}: image volumes need Docker Engine API ${IMAGE_MOUNT_API} (Docker ${IMAGE_MOUNT_DOCKER}) or newer; this engine is Docker ${dockerVersion} with Engine API ${apiVersion}`,
   );
 }

@@ -128,4 +128,5 @@ t.test("firstRegularFile reads the archive's file and nothing else", async (t) =
   t.equal(await firstRegularFile(await tarOf([{ name: "passwd", body: "root:x:0:0::/:/bin/sh\n" }])), "root:x:0:0::/:/bin/sh\n");
   t.equal(await firstRegularFile(await tarOf([{ name: "passwd", type: "symlink", linkname: "/x" }])), undefined);
   t.equal(await firstRegularFile(await tarOf([])), undefined);
+  await t.rejects(firstRegularFile(await tarOf([{ name: "passwd", body: "x".repeat(2 << 20) }])), /more than the 1048576 read/, "a huge file is not read into memory");
 });
