@@ -33,10 +33,21 @@ async function exec(id: string, cmd: string[]) {
 
 const imageVolume = (containerPath: string, over: object = {}) => ({ containerPath, image: { image: IMAGE_VOLUME_IMAGE }, readonly: true, ...over });
 
-/** A mount's identity on the host: file system type, source and super options (mountinfo fields after " - "). */
+/**
+ * A mount's identity as the host sees it too: the root of the mount within
+ * its file system, then its type, source and super options (mountinfo
+ * fields 4 and those after " - "). An overlay is told apart by its layer
+ * directories alone (a sub-path mount of it has another root), a bind by
+ * its root.
+ */
+function identityOf(line: string): string {
+  const superblock = line.split(" - ")[1] ?? "";
+  // An overlay's layer directories are its own; its root differs for a sub-path mount.
+  return superblock.startsWith("overlay ") ? superblock : `${line.split(" ")[3]} ${superblock}`;
+}
 function superblockOf(mountinfo: string, mountPoint: string): string | undefined {
   const line = mountinfo.split("\n").find((l) => l.split(" ")[4] === mountPoint);
-  return line?.split(" - ")[1];
+  return line === undefined ? undefined : identityOf(line);
 }
 
 t.test("image volumes", { skip: !canMountImages && "the engine cannot mount images (checked below)" }, async (t) => {
@@ -67,7 +78,7 @@ t.test("image volumes", { skip: !canMountImages && "the engine cannot mount imag
   t.ok(backing.every(Boolean), "each image volume is a mount of its own in the container");
   t.not(backing[0], backing[1], "the two mounts of one image are separate layers");
   const hostMounts = () => readFile("/proc/self/mountinfo", "utf8");
-  const onHost = (text: string) => backing.filter((b) => b && text.split("\n").some((l) => l.split(" - ")[1] === b));
+  const onHost = (text: string) => backing.filter((b) => b && text.split("\n").some((l) => l && identityOf(l) === b));
   t.equal(onHost(await hostMounts()).length, 3, "the host holds the image volumes' mounts while the pod runs");
 
   await removePod(h, pod.podSandboxId);
