@@ -12,7 +12,7 @@ import t from "tap";
 import { execFileSync } from "node:child_process";
 import { grpcStatus } from "../../helpers/cri-client.ts";
 import { CDI_TEST_DEVICE, CDI_TEST_EDITS, GROUPS_IMAGE, GROUPS_IMAGE_USER } from "../../helpers/env.ts";
-import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, status } from "./harness.ts";
+import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, status, waitLog } from "./harness.ts";
 
 const h = await startHarness();
 t.teardown(async () => {
@@ -30,6 +30,7 @@ async function exec(id: string, cmd: string[]) {
 const sorted = (ids: (number | bigint | string)[]) => ids.map(Number).sort((a, b) => a - b);
 const STRICT = 1;
 const { uid: APP_UID, gid: APP_GID, imageGroups: IMAGE_GROUPS } = GROUPS_IMAGE_USER;
+const CDI_ENV_NAME = CDI_TEST_EDITS.env.split("=")[0]!;
 
 /** Runs the groups image with `securityContext`; returns `id -G` and ContainerStatus.user. */
 async function groupsOf(name: string, securityContext: object) {
@@ -89,13 +90,19 @@ t.test("CDI devices", async (t) => {
     return;
   }
   t.ok(dirs.includes("/etc/cdi"), "the engine reads /etc/cdi, where the test device is described");
-  const id = await createContainer(h, pod, config("cdi-device", CDI_TEST_DEVICE));
+  // The container's own process prints the variable: dockerd adds CDI's environment to the
+  // process it starts, not to Config.Env, which is what a later exec gets.
+  const id = await createContainer(h, pod, {
+    ...config("cdi-device", CDI_TEST_DEVICE),
+    command: ["sh", "-c", `echo "${CDI_ENV_NAME}=$${CDI_ENV_NAME}"; exec sleep 3600`],
+  });
   await h.client.call("StartContainer", { containerId: id });
   const node = await exec(id, ["stat", "-c", "%F %t,%T", CDI_TEST_EDITS.deviceNode]);
   t.equal(node.out, `character special file ${CDI_TEST_EDITS.deviceNumbers}`, "the device node");
   t.equal((await exec(id, ["sh", "-c", `echo x > ${CDI_TEST_EDITS.deviceNode} && echo written`])).out, "written", "the device is usable (the cgroup allows it)");
   t.equal((await exec(id, ["cat", CDI_TEST_EDITS.mountedFile])).out, CDI_TEST_EDITS.mountedText.trim(), "the mount");
-  t.ok((await exec(id, ["env"])).out.split("\n").includes(CDI_TEST_EDITS.env), "the environment variable");
+  const log = await waitLog((await status(h, id)).logPath, (text) => text.includes(`${CDI_ENV_NAME}=`));
+  t.match(log, new RegExp(` stdout F ${CDI_TEST_EDITS.env}\n`), "the environment variable");
 });
 
 t.test("nothing leaked", async (t) => {
