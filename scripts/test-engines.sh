@@ -11,8 +11,9 @@
 # (and never --bridge=none, which deletes docker0). Pods get their network
 # from CNI; Docker's bridge only serves cridock's no-op network mode.
 #
-# start also loads the test images (scripts/images/) into each engine; the
-# registries on 127.0.0.1:5000/5001 are reachable from them as insecure
+# start writes the CDI test device's spec (scripts/lib/env-cdi.sh) before the
+# engines start (stop removes it) and loads the test images (scripts/images/)
+# into each engine; the registries on 127.0.0.1:5000/5001 are reachable from them as insecure
 # registries, as dockerd treats 127.0.0.0/8 by default.
 #
 # Usage: test-engines.sh start|stop
@@ -20,6 +21,8 @@ set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/lib/env-cdi.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/env-cdi.sh"
 
 engine_answers() {
   local socket
@@ -89,6 +92,7 @@ main() {
   case "${1:-}" in
     start)
       bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/install-docker-engine.sh")"
+      ensure_cdi_test_device
       for name in "${TEST_ENGINES[@]}"; do
         start_engine "$name" "$bin"
         load_images "$name"
@@ -96,6 +100,7 @@ main() {
       ;;
     stop)
       for name in "${TEST_ENGINES[@]}"; do stop_engine "$name"; done
+      remove_cdi_test_device
       ;;
     *) die "usage: test-engines.sh start|stop" ;;
   esac

@@ -31,8 +31,10 @@ RESULTS_DIR=""
 SUMMARY_ARGS=()
 ALL_ENGINES=(docker29 docker29-containerd docker20.10)
 PRIMARY_ENGINE=docker29
-# The integration tests the containerd image store adds something to: images, stats, mounts.
-CONTAINERD_STORE_TESTS=(test/integration/images test/integration/stats test/integration/containers/engine-features.test.ts)
+# The integration tests the containerd image store adds something to: images, stats, mounts,
+# image volumes, and what reads image files (the Strict policy's /etc/passwd).
+CONTAINERD_STORE_TESTS=(test/integration/images test/integration/stats test/integration/containers/engine-features.test.ts
+  test/integration/containers/image-volumes.test.ts test/integration/containers/groups-devices.test.ts)
 ENGINES=()
 # Set around a run_tap_suite call: the test directory when it differs from
 # the suite's name, and extra environment for tap.

@@ -30,6 +30,7 @@ import { describeCause } from "./errors.ts";
 import { ExecService } from "./runtime/exec/manager.ts";
 import { PortForwarder } from "./runtime/exec/port-forward.ts";
 import { StreamingServer } from "./streaming/server.ts";
+import { DockerImageFiles } from "./runtime/image-files.ts";
 import { ContainerManager } from "./runtime/container/manager.ts";
 import { LogFollowers } from "./logs/followers.ts";
 import { countObjects, metricsWiring } from "./metrics/setup.ts";
@@ -81,6 +82,12 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
 
   const logFollowers = new LogFollowers(docker, config.rootDirectory, log);
   const sandboxStore = new CheckpointStore<SandboxRecord>(join(config.rootDirectory, "sandbox"));
+  const imageFiles = new DockerImageFiles(docker, log);
+  // Scratch containers (image-files.ts) live for one create call; a crash may have left one.
+  await imageFiles
+    .removeLeftovers()
+    .then((n) => n > 0 && log.info({ removed: n }, "removed scratch containers left by an earlier run"))
+    .catch((err) => log.warn({ err }, "could not remove leftover scratch containers"));
   const sandboxes = new SandboxManager({
     docker,
     network,
@@ -88,6 +95,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     log,
     pauseImage: config.podInfraContainerImage,
     ensureImage: (ref, signal) => images.ensureImage(ref, { signal }),
+    files: imageFiles,
     rootDirectory: config.rootDirectory,
     logMaxSize: config.dockerLogMaxSize,
     logMaxFile: config.dockerLogMaxFile,
@@ -102,6 +110,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     docker,
     sandboxes,
     images,
+    files: imageFiles,
     logs: logFollowers,
     log,
     logMaxSize: config.dockerLogMaxSize,

@@ -10,7 +10,11 @@ import {
   AUTH_TEST_IMAGE,
   BUSYBOX_IMAGE,
   DEFAULT_PAUSE_IMAGE,
+  GROUPS_IMAGE,
+  GROUPS_IMAGE_USER,
   HTTPD_IMAGE,
+  IMAGE_VOLUME_FILES,
+  IMAGE_VOLUME_IMAGE,
   LIST_IMAGES,
   MULTI_TAG_IMAGES,
   PAUSE_IMAGE,
@@ -20,7 +24,7 @@ import {
 import { CRITEST_BUSYBOX, CRITEST_HTTPD, CRITEST_IMAGES } from "./critest-images.ts";
 import type { ImageRunConfig } from "./docker-archive.ts";
 import type { LayerEntry } from "./layer.ts";
-import { busyboxEntries, hostBinaryEntries, SHELL_BUSYBOX, userlandEntries } from "./rootfs.ts";
+import { busyboxEntries, hostBinaryEntries, SHELL_BUSYBOX, STANDARD_GROUPS, STANDARD_USERS, userlandEntries } from "./rootfs.ts";
 
 export interface ImageSpec {
   /** Every reference the image gets; the first names it in messages. */
@@ -133,5 +137,33 @@ CATALOG.push(
   { tags: [PULL_TEST_IMAGE], contents: tinyShell, config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/image": "pull" } } },
   { tags: [AUTH_TEST_IMAGE], contents: tinyShell, config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/image": "auth" } } },
 );
+
+/** Supplemental groups policy: the user `app` is in two more groups by the image's /etc/group. */
+const { uid: APP_UID, gid: APP_GID, imageGroups: APP_GROUPS } = GROUPS_IMAGE_USER;
+CATALOG.push({
+  tags: [GROUPS_IMAGE],
+  contents: () => [
+    ...busyboxEntries("all", SHELL_BUSYBOX),
+    ...userlandEntries(
+      [...STANDARD_USERS, { name: "app", uid: APP_UID, gid: APP_GID, home: "/", shell: "/bin/sh" }],
+      [
+        ...STANDARD_GROUPS,
+        { name: "app", gid: APP_GID },
+        ...APP_GROUPS.map((gid, i) => ({ name: `image-group-${i + 1}`, gid, members: ["app"] })),
+      ],
+    ),
+  ],
+  config: { Cmd: ["sh"], Env: [PATH_ENV], User: "app" },
+});
+
+/** Image volumes: files to find in the pod, never run. */
+CATALOG.push({
+  tags: [IMAGE_VOLUME_IMAGE],
+  contents: () => [
+    ...tinyShell(),
+    ...Object.entries(IMAGE_VOLUME_FILES).map(([path, content]) => ({ kind: "file" as const, path, content })),
+  ],
+  config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/image": "volume-content" } },
+});
 
 CATALOG.push(...CRITEST_IMAGES);

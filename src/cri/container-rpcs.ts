@@ -142,6 +142,7 @@ export function specFromCri(config: cri.ContainerConfig): spec.ContainerSpec {
       propagation: PROPAGATION[m.propagation ?? 0] ?? "private",
       recursiveReadOnly: m.recursiveReadOnly ?? false,
       image: m.image?.image ?? "",
+      imageSubPath: m.imageSubPath ?? "",
       idMappings: (m.uidMappings?.length ?? 0) > 0 || (m.gidMappings?.length ?? 0) > 0,
     })),
     devices: (config.devices ?? []).map((d) => ({
@@ -216,6 +217,8 @@ export function statusToCri(c: spec.ContainerInfo): cri.ContainerStatus {
       selinuxRelabel: m.selinuxRelabel,
       propagation: PROPAGATION_ENUM[m.propagation] ?? MountPropagation.PROPAGATION_PRIVATE,
       recursiveReadOnly: m.recursiveReadOnly,
+      image: m.image ? { image: m.image } : null,
+      imageSubPath: m.imageSubPath ?? "",
     })),
     logPath: c.logPath,
     resources: { linux: resourcesToCri(c.resources) },

@@ -50,7 +50,9 @@ export function runtimeInfoRpcs({ status, verboseInfo }: RuntimeInfoDeps): Handl
           name: h.name,
           features: { recursiveReadOnlyMounts: h.recursiveReadOnlyMounts, userNamespaces: h.userNamespaces },
         })),
-        features: { supplementalGroupsPolicy: false, userNamespacesHostNetwork: false },
+        // Strict is carried out on every engine (numeric user:group, GroupAdd; see container/strict-user.ts).
+        // User namespaces stay off: Docker's are daemon-wide, kubelet assigns a mapping per pod.
+        features: { supplementalGroupsPolicy: true, userNamespacesHostNetwork: false },
       };
     },
 

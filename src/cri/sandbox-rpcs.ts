@@ -5,7 +5,7 @@
  */
 import type { HandlerTable, CallContext } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
-import { NamespaceMode, PodSandboxState, ProfileType, Protocol } from "./proto-types.ts";
+import { NamespaceMode, PodSandboxState, ProfileType, Protocol, SupplementalGroupsPolicy } from "./proto-types.ts";
 import { invalidArgument } from "../errors.ts";
 import { sendInBatches } from "./list-stream.ts";
 import type { SandboxManager } from "../runtime/sandbox/manager.ts";
@@ -96,6 +96,7 @@ export function sandboxSpecFromCri(request: cri.RunPodSandboxRequest): SandboxSp
       runAsUser: sc?.runAsUser ? String(sc.runAsUser.value ?? 0n) : undefined,
       runAsGroup: sc?.runAsGroup ? String(sc.runAsGroup.value ?? 0n) : undefined,
       supplementalGroups: (sc?.supplementalGroups ?? []).map((g) => String(g)),
+      supplementalGroupsStrict: sc?.supplementalGroupsPolicy === SupplementalGroupsPolicy.Strict,
       seccomp: seccompOf(sc?.seccomp, sc?.seccompProfilePath),
     },
     runtimeHandler: request.runtimeHandler ?? "",

@@ -5,7 +5,11 @@
  */
 
 export const MIN_API_VERSION = "1.41";
-export const MAX_API_VERSION = "1.47";
+/**
+ * 1.48 (Docker 28.0) is the first with image mounts (Mount type "image");
+ * its other changes are additions and deprecations cridock does not rely on.
+ */
+export const MAX_API_VERSION = "1.48";
 
 /** Compares dotted API versions numerically: -1, 0 or 1. */
 export function compareApiVersions(a: string, b: string): number {

@@ -336,6 +336,23 @@ export class DockerClient {
     });
   }
 
+  /** A tar stream of `path` in the container's filesystem (a created container will do). */
+  async containerArchive(id: string, path: string): Promise<RawResponse> {
+    return this.raw("GET", `/containers/${encodeURIComponent(id)}/archive`, { query: { path } });
+  }
+
+  /** Whether `path` exists in the container's filesystem (HEAD: dockerd answers 404 when not). */
+  async containerPathExists(id: string, path: string): Promise<boolean> {
+    try {
+      const response = await this.raw("HEAD", `/containers/${encodeURIComponent(id)}/archive`, { query: { path } });
+      await response.body.dump().catch(() => undefined);
+      return true;
+    } catch (err) {
+      if (err instanceof DockerError && err.statusCode === 404) return false;
+      throw err;
+    }
+  }
+
   waitContainer(id: string, condition: "not-running" | "next-exit" | "removed" = "not-running", signal?: AbortSignal) {
     return this.json<WaitResponse>("POST", `/containers/${encodeURIComponent(id)}/wait`, {
       query: { condition },

@@ -30,6 +30,8 @@ export interface DockerInfo {
   SecurityOptions?: string[];
   Containers?: number;
   Images?: number;
+  /** Engine API 1.44+: the CDI spec directories; empty or absent when the engine's CDI support is off. */
+  CDISpecDirs?: string[] | null;
 }
 
 export type DockerContainerState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead";
@@ -52,7 +54,8 @@ export interface MountPoint {
 export interface DockerMount {
   Target: string;
   Source: string;
-  Type: "bind" | "volume" | "tmpfs" | "npipe";
+  /** "image" needs Engine API 1.48: Source is an image present in the engine. */
+  Type: "bind" | "volume" | "tmpfs" | "npipe" | "image";
   ReadOnly?: boolean;
   Consistency?: string;
   BindOptions?: {
@@ -63,6 +66,17 @@ export interface DockerMount {
     ReadOnlyForceRecursive?: boolean;
   };
   TmpfsOptions?: { SizeBytes?: number; Mode?: number };
+  /** Type "image": a path inside the image to mount instead of its root. */
+  ImageOptions?: { Subpath?: string };
+}
+
+/** A device for a container by a device driver; Driver "cdi" takes fully qualified CDI names. */
+export interface DeviceRequest {
+  Driver: string;
+  Count?: number;
+  DeviceIDs?: string[];
+  Capabilities?: string[][];
+  Options?: Record<string, string>;
 }
 
 export interface DeviceMapping {
@@ -137,6 +151,7 @@ export interface HostConfig extends Resources {
   MaskedPaths?: string[];
   ReadonlyPaths?: string[];
   Init?: boolean | null;
+  DeviceRequests?: DeviceRequest[];
 }
 
 export interface ContainerConfig {

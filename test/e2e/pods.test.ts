@@ -7,7 +7,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { KubeletEnv, sleep, type ContainerStatusView, type PodView } from "./harness/kubelet-env.ts";
-import { BUSYBOX_IMAGE, HTTPD_IMAGE } from "../helpers/env.ts";
+import { BUSYBOX_IMAGE, GROUPS_IMAGE, GROUPS_IMAGE_USER, HTTPD_IMAGE, IMAGE_VOLUME_FILES, IMAGE_VOLUME_IMAGE } from "../helpers/env.ts";
 
 const env = await KubeletEnv.start();
 t.teardown(() => env.destroy());
@@ -178,6 +178,58 @@ t.test("resources and security context reach Docker", async (t) => {
   t.match(logs, /uid=65534.*gid=65534.*groups=.*33/, "the process runs as the pod asked");
 });
 
+t.test("an image volume: the whole image and a sub-path, read-only", async (t) => {
+  await env.writePod({
+    metadata: { name: "imagevol", namespace: "default" },
+    spec: {
+      terminationGracePeriodSeconds: 1,
+      volumes: [{ name: "content", image: { reference: IMAGE_VOLUME_IMAGE, pullPolicy: "IfNotPresent" } }],
+      containers: [
+        busybox("app", "cat /vol/content/hello.txt /sub/inner.txt; touch /vol/x 2>/dev/null && echo writable || echo read-only; sleep 3600", {
+          volumeMounts: [
+            { name: "content", mountPath: "/vol" },
+            { name: "content", mountPath: "/sub", subPath: "content/sub" },
+          ],
+        }),
+      ],
+    },
+  });
+  await env.waitRunning("imagevol");
+  const expected = `${IMAGE_VOLUME_FILES["/content/hello.txt"]}${IMAGE_VOLUME_FILES["/content/sub/inner.txt"]}read-only\n`;
+  let logs = "";
+  for (let i = 0; i < 20 && logs !== expected; i++) {
+    logs = (await env.get(`/containerLogs/default/${env.podName("imagevol")}/app`)).body;
+    if (logs !== expected) await sleep(250);
+  }
+  t.equal(logs, expected, "the pod reads the image's files and cannot write them");
+});
+
+t.test("supplementalGroupsPolicy Strict: no groups from the image's /etc/group", async (t) => {
+  const { uid, gid } = GROUPS_IMAGE_USER;
+  await env.writePod({
+    metadata: { name: "strict", namespace: "default" },
+    spec: {
+      terminationGracePeriodSeconds: 1,
+      securityContext: { supplementalGroupsPolicy: "Strict", supplementalGroups: [1234] },
+      containers: [{ name: "app", image: GROUPS_IMAGE, command: sh("id -G; sleep 3600"), securityContext: { runAsUser: uid } }],
+    },
+  });
+  const pod = await env.waitRunning("strict");
+  let logs = "";
+  for (let i = 0; i < 20 && !logs; i++) {
+    logs = (await env.get(`/containerLogs/default/${env.podName("strict")}/app`)).body;
+    if (!logs) await sleep(250);
+  }
+  const groups = logs.trim().split(/\s+/).map(Number).sort((a, b) => a - b);
+  t.same(groups, [1234, gid], "the primary group and the pod's group only");
+  const user = (status(pod.status.containerStatuses, "app") as { user?: { linux?: { uid: number; gid: number; supplementalGroups?: number[] } } }).user;
+  if (user?.linux) {
+    t.same([user.linux.uid, user.linux.gid, [...(user.linux.supplementalGroups ?? [])].sort((a, b) => a - b)], [uid, gid, [1234, gid]], "the pod status reports the identity");
+  } else {
+    t.comment("kubelet's pod status carries no container user here");
+  }
+});
+
 t.test("a crash loop backs off more each time and keeps the previous run's logs", async (t) => {
   // kubelet keeps one dead container per container name: when a run dies it
   // removes the run before, which the status still names as lastState until
@@ -205,7 +257,7 @@ t.test("a crash loop backs off more each time and keeps the previous run's logs"
 });
 
 t.test("deleted pods are garbage collected with nothing leaked", async (t) => {
-  for (const name of ["crash", "init", "probes", "limits"]) await env.deletePod(name);
+  for (const name of ["crash", "init", "probes", "limits", "imagevol", "strict"]) await env.deletePod(name);
   const deadline = Date.now() + 150_000;
   let leaks = await env.leaks();
   while (Object.values(leaks).some((l) => l.length > 0) && Date.now() < deadline) {

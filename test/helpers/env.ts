@@ -183,3 +183,32 @@ export const MULTI_TAG_IMAGES = [1, 2, 3].map((n) => `${REGISTRY}/cridock-test/i
 export const AUTH_TEST_IMAGE = `${AUTH_REGISTRY}/cridock-test/image-auth:1`;
 /** The image PullImage's integration test removes and re-pulls (no other test uses it). */
 export const PULL_TEST_IMAGE = `${REGISTRY}/cridock-test/image-pull:1`;
+
+/**
+ * busybox with every applet and a user `app` (uid 2000, primary gid 2000)
+ * whom the image's /etc/group also puts in groups 52000 and 52001, USER app:
+ * what the supplemental groups policy is about (Merge adds 52000 and 52001,
+ * Strict does not).
+ */
+export const GROUPS_IMAGE = `${REGISTRY}/cridock-test/groups:1`;
+export const GROUPS_IMAGE_USER = { uid: 2000, gid: 2000, imageGroups: [52000, 52001] } as const;
+/**
+ * Content for image volumes: /content/hello.txt and /content/sub/inner.txt
+ * (texts below), mounted by tests, never run.
+ */
+export const IMAGE_VOLUME_IMAGE = `${REGISTRY}/cridock-test/volume-content:1`;
+export const IMAGE_VOLUME_FILES = { "/content/hello.txt": "hello from an image volume\n", "/content/sub/inner.txt": "inner file\n" } as const;
+
+/**
+ * The CDI test device the test engines' setup describes in /etc/cdi
+ * (scripts/lib/env-cdi.sh; keep in step): a device node with /dev/null's
+ * numbers, a read-only mount and an environment variable.
+ */
+export const CDI_TEST_DEVICE = "cridock.test/null=null0";
+export const CDI_TEST_EDITS = {
+  deviceNode: "/dev/cridock-null",
+  deviceNumbers: "1,3",
+  mountedFile: "/cdi-content/hello.txt",
+  mountedText: "cridock CDI test mount\n",
+  env: "CRIDOCK_CDI_TEST=injected",
+} as const;

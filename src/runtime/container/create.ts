@@ -19,6 +19,8 @@ import { hostResources } from "./resources.ts";
 import { clampOomScore, type OomScorePolicy } from "./oom-score.ts";
 import type { SandboxView } from "../sandbox/view.ts";
 import { securityHostConfig, validateSecurity, type HostSecurity, hostSecurity } from "./security.ts";
+import { dockerImageMount, validateImageMount } from "./image-mounts.ts";
+import { cdiDeviceRequests, validateCdiDevices } from "./cdi.ts";
 
 const SIGNAL = /^SIG[A-Z0-9]+([+-]\d+)?$/;
 
@@ -52,8 +54,9 @@ export function validateSpec(spec: ContainerSpec): void {
     throw invalidArgument(`working_dir "${spec.workingDir}" must be an absolute path`);
   }
   if (spec.stopSignal && !SIGNAL.test(spec.stopSignal)) throw invalidArgument(`stop signal "${spec.stopSignal}" is not a signal name`);
-  if (spec.cdiDevices.length > 0) throw invalidArgument("CDI devices are not supported by Docker 20.10 (no DeviceRequests driver cdi)");
+  validateCdiDevices(spec.cdiDevices);
   validateMounts(spec.mounts);
+  for (const m of spec.mounts) if (m.image) validateImageMount(m);
   validateDevices(spec.devices);
   if (spec.security) validateSecurity(spec.security);
 }
@@ -87,16 +90,33 @@ export function pidMode(spec: ContainerSpec, view: SandboxView, targetId: string
   }
 }
 
+/** What CreateContainer learned from the engine and the images before building the body. */
+export interface CreateContext {
+  apiVersion: string;
+  /** The engine relabels bind mounts for SELinux. */
+  relabels: boolean;
+  /** Image volume reference → the image id it resolved to. */
+  imageMountIds: ReadonlyMap<string, string>;
+  /** Config.User decided beforehand (supplemental_groups_policy Strict); else from the security context. */
+  user?: string;
+}
+
 export async function createBody(
   spec: ContainerSpec,
   view: SandboxView,
   imageId: string,
   targetId: string,
   options: CreateOptions,
-  engine: { apiVersion: string; relabels: boolean },
+  engine: CreateContext,
 ): Promise<ContainerCreateBody> {
   const logPath = fullLogPath(view, spec);
   const mounts = await dockerMountsFor(spec.mounts, engine.apiVersion, engine.relabels);
+  for (const m of spec.mounts) {
+    if (!m.image) continue;
+    const id = engine.imageMountIds.get(m.image);
+    if (!id) throw new Error(`image volume ${m.image} was not resolved before the create body was built`);
+    mounts.mounts.push(dockerImageMount(m, id));
+  }
   const security = spec.security ? await securityHostConfig(spec.security, options.host ?? hostSecurity) : undefined;
   const sandboxMode = `container:${view.id}`;
   const host: HostConfig = {
@@ -110,6 +130,7 @@ export async function createBody(
     Binds: mounts.binds,
     Mounts: mounts.mounts.length ? mounts.mounts : undefined,
     Devices: deviceMappings(spec.devices),
+    DeviceRequests: spec.cdiDevices.length ? cdiDeviceRequests(spec.cdiDevices) : undefined,
     RestartPolicy: { Name: "no" },
     LogConfig: { Type: "json-file", Config: { "max-size": options.logMaxSize, "max-file": String(options.logMaxFile) } },
   };
@@ -131,7 +152,7 @@ export async function createBody(
     Image: imageId,
     Env: spec.envs.map((e) => `${e.key}=${e.value}`),
     WorkingDir: spec.workingDir || undefined,
-    User: security?.user,
+    User: engine.user ?? security?.user,
     Tty: spec.tty,
     OpenStdin: spec.stdin,
     StdinOnce: spec.stdinOnce,

@@ -13,6 +13,8 @@ import type { LogFollowers } from "../../logs/followers.ts";
 import { hostCapabilities, privilegedStartFailure } from "./capabilities.ts";
 import { createBody, validateSpec, type CreateOptions } from "./create.ts";
 import { createMissingHostPaths } from "./mounts.ts";
+import { createContext, type ContextImages } from "./create-context.ts";
+import type { ImageFileReader } from "../image-files.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
 import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
@@ -23,10 +25,7 @@ import { ContainerResizer } from "./resize.ts";
 import type { SandboxLookup } from "../sandbox/view.ts";
 import { StepTimer } from "../../steps.ts";
 
-export interface ImageResolver {
-  /** `{ id: "sha256:…" }`, or NOT_FOUND "image X is not present; pull it first". */
-  resolveImage(reference: string): Promise<{ id: string }>;
-}
+export type ImageResolver = ContextImages;
 
 export interface ContainerManagerOptions extends CreateOptions {
   docker: DockerClient;
@@ -34,6 +33,8 @@ export interface ContainerManagerOptions extends CreateOptions {
   images: ImageResolver;
   logs: LogFollowers;
   log: Logger;
+  /** Reads image files without running the image (Strict's /etc/passwd, image volume sub-paths). */
+  files: ImageFileReader;
 }
 
 const FULL_ID = /^[0-9a-f]{64}$/;
@@ -76,13 +77,12 @@ export class ContainerManager {
       if (!target) throw notFound(`target container ${spec.security.targetId} of the PID namespace does not exist`);
       targetId = target.Id;
     }
-    // Docker relabels for SELinux only when its SELinux support is on; asked only when a mount wants it.
-    const relabels = spec.mounts.some((m) => m.selinuxRelabel)
-      ? ((await this.docker.info()).SecurityOptions ?? []).some((o) => o.includes("name=selinux"))
-      : false;
+    const context = await timer.time("engine.context", () =>
+      createContext(spec, { id: image.id, user: image.inspect?.Config?.User }, { docker: this.docker, images: this.options.images, files: this.options.files }),
+    );
     const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
     if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
-    const body = await createBody(spec, view, image.id, targetId, this.options, { apiVersion: await this.docker.apiVersion(), relabels });
+    const body = await createBody(spec, view, image.id, targetId, this.options, context);
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
     this.log.info({ container: id, name, sandbox: view.id }, "created container");

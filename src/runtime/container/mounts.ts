@@ -50,7 +50,11 @@ export function checkPath(path: string, what: string): void {
 export function validateMounts(mounts: readonly MountSpec[]): void {
   const targets = new Set<string>();
   for (const m of mounts) {
-    if (m.image) throw unimplemented(`image volume mounts (image ${m.image} at ${m.containerPath}) are not supported on Docker`);
+    const target = m.containerPath.replace(/\/+$/, "") || "/";
+    if (targets.has(target)) throw invalidArgument(`two mounts target ${target}`);
+    targets.add(target);
+    // Image volumes have no host path; image-mounts.ts checks them.
+    if (m.image) continue;
     if (m.idMappings) throw unimplemented(`mount ${m.containerPath}: uid/gid mappings are not supported on Docker`);
     checkPath(m.containerPath, "mount container_path");
     checkPath(m.hostPath, `mount host_path for ${m.containerPath}`);
@@ -60,9 +64,6 @@ export function validateMounts(mounts: readonly MountSpec[]): void {
         throw invalidArgument(`mount ${m.containerPath}: recursive_read_only needs private propagation`);
       }
     }
-    const target = m.containerPath.replace(/\/+$/, "") || "/";
-    if (targets.has(target)) throw invalidArgument(`two mounts target ${target}`);
-    targets.add(target);
   }
 }
 
@@ -75,6 +76,8 @@ export function validateMounts(mounts: readonly MountSpec[]): void {
 export async function createMissingHostPaths(mounts: readonly MountSpec[]): Promise<string[]> {
   const created: string[] = [];
   for (const m of mounts) {
+    // An image volume has no host path.
+    if (m.image) continue;
     const missing = await realpath(m.hostPath).then(
       () => false,
       (err: NodeJS.ErrnoException) => err.code === "ENOENT",
@@ -109,6 +112,8 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
   const mountApi = compareApiVersions(apiVersion, READ_ONLY_BIND_OPTIONS_API) >= 0;
   const result: DockerMounts = { binds: [], mounts: [] };
   for (const m of mounts) {
+    // Image volumes become image mounts (image-mounts.ts), once their image is resolved.
+    if (m.image) continue;
     if (m.recursiveReadOnly && !mountApi) {
       throw unimplemented(
         `mount ${m.containerPath}: recursive read-only mounts need Docker Engine API ${READ_ONLY_BIND_OPTIONS_API}; this engine speaks ${apiVersion}`,

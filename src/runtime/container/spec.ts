@@ -14,8 +14,13 @@ export interface MountSpec {
   selinuxRelabel: boolean;
   propagation: Propagation;
   recursiveReadOnly: boolean;
-  /** An image volume (Mount.image); not supported on Docker 20.10. */
+  /**
+   * An image volume (Mount.image): the image as the user named it; "" for a
+   * host path. Needs Engine API 1.48 (mounts.ts).
+   */
   image: string;
+  /** Image volumes only: a relative path inside the image to mount instead of its root. */
+  imageSubPath: string;
   idMappings: boolean;
 }
 

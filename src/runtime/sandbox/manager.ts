@@ -32,6 +32,8 @@ import {
 import { bandwidthFromAnnotations, validateSandboxSpec, type SandboxSpec } from "./spec.ts";
 import type { SandboxLookup, SandboxView } from "./view.ts";
 import type { OomScorePolicy } from "../container/oom-score.ts";
+import type { ImageFileReader } from "../image-files.ts";
+import { needsPasswd, parsePasswd, requestedUser, strictUserString } from "../strict-user.ts";
 
 export interface SandboxManagerOptions {
   docker: DockerClient;
@@ -40,7 +42,9 @@ export interface SandboxManagerOptions {
   log: Logger;
   pauseImage: string;
   /** Pulls the image when absent, logging progress (ImageManager.ensureImage). */
-  ensureImage: (reference: string, signal?: AbortSignal) => Promise<unknown>;
+  ensureImage: (reference: string, signal?: AbortSignal) => Promise<{ id: string; inspect?: { Config?: { User?: string } | null } }>;
+  /** Reads the pause image's /etc/passwd for the Strict policy (image-files.ts). */
+  files: ImageFileReader;
   rootDirectory: string;
   logMaxSize: string;
   logMaxFile: number;
@@ -128,8 +132,9 @@ export class SandboxManager implements SandboxLookup {
         logMaxFile: this.options.logMaxFile,
         oomScore: this.options.oomScore,
       });
+      if (spec.security.supplementalGroupsStrict) body.User = await timer.time("image.user", () => this.strictUser(spec, signal));
     } catch (err) {
-      if (err instanceof CridockError && err.code === "INVALID_ARGUMENT") throw err;
+      if (err instanceof CridockError && (err.code === "INVALID_ARGUMENT" || err.code === "FAILED_PRECONDITION")) throw err;
       throw fail("building the pause container configuration", err);
     }
     // The pause image is checked by the create itself: only when Docker lacks it is it pulled (and the create retried).
@@ -397,6 +402,24 @@ export class SandboxManager implements SandboxLookup {
 
   async view(idOrPrefix: string): Promise<SandboxView> {
     return sandboxView(this.docker, await this.mustResolve(idOrPrefix));
+  }
+
+  /**
+   * The pause container's Config.User under the Strict policy: user:group
+   * (strict-user.ts), the group from the pause image's /etc/passwd when the
+   * pod names none; the image is ensured first since it is read.
+   */
+  private async strictUser(spec: SandboxSpec, signal?: AbortSignal): Promise<string> {
+    const fields = { runAsUser: spec.security.runAsUser, runAsGroup: spec.security.runAsGroup };
+    if (fields.runAsUser !== undefined && fields.runAsGroup !== undefined) return `${fields.runAsUser}:${fields.runAsGroup}`;
+    const image = await this.options.ensureImage(this.options.pauseImage, signal);
+    const requested = requestedUser(fields, image.inspect?.Config?.User ?? undefined);
+    let passwd;
+    if (needsPasswd(requested)) {
+      const text = await this.options.files.readText(image.id, "/etc/passwd");
+      passwd = text === undefined ? undefined : parsePasswd(text);
+    }
+    return strictUserString(requested, passwd, this.options.pauseImage);
   }
 }
 

@@ -21,6 +21,8 @@ export interface SandboxSecuritySpec {
   runAsUser?: string;
   runAsGroup?: string;
   supplementalGroups: string[];
+  /** supplemental_groups_policy Strict: the pause process gets no groups from the pause image's /etc/group. */
+  supplementalGroupsStrict?: boolean;
   seccomp: SeccompSpec;
 }
 

@@ -52,7 +52,7 @@ const view: SandboxView = {
   logDirectory: "", cgroupParent: "", hostNetwork: false, hostPid: false, hostIpc: false,
   runtimeHandler: "", netnsPath: "", ips: [], sysctls: {}, privileged: false,
 };
-const engine = { apiVersion: "1.41", relabels: false };
+const engine = { apiVersion: "1.41", relabels: false, imageMountIds: new Map<string, string>() };
 
 t.test("a container's Docker body carries the clamped score", async (t) => {
   const restricted = decideOomScorePolicy("auto", { ownScore: 0, sysResourceInBoundingSet: false, inUserNamespace: false });

@@ -36,8 +36,8 @@ t.test("bad requests are refused before anything is created", async (t) => {
     [{ image: "" }, /image.image is required/],
     [{ logPath: "../../etc/x.log" }, /escapes/],
     [{ logPath: "/abs.log" }, /relative/],
-    [{ mounts: [{ containerPath: "/data", hostPath: "/tmp/../etc", readonly: false, selinuxRelabel: false, propagation: "private", recursiveReadOnly: false, image: "", idMappings: false }] }, /\.\./],
-    [{ mounts: [{ containerPath: "/data", hostPath: "rel/dir", readonly: false, selinuxRelabel: false, propagation: "private", recursiveReadOnly: false, image: "", idMappings: false }] }, /absolute/],
+    [{ mounts: [{ containerPath: "/data", hostPath: "/tmp/../etc", readonly: false, selinuxRelabel: false, propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "", idMappings: false }] }, /\.\./],
+    [{ mounts: [{ containerPath: "/data", hostPath: "rel/dir", readonly: false, selinuxRelabel: false, propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "", idMappings: false }] }, /absolute/],
     [{ envs: [{ key: "A=B", value: "" }] }, /environment/],
     [{ security: security({ runAsGroup: 5n }) }, /run_as_group/],
     [{ security: security({ capAdd: ["NET ADMIN"] }) }, /capability/],
@@ -49,7 +49,7 @@ t.test("bad requests are refused before anything is created", async (t) => {
 });
 
 t.test("the Docker body joins the sandbox and carries cri-dockerd labels", async (t) => {
-  const body = await createBody(spec({ command: ["sh"], args: ["-c", "true"], envs: [{ key: "K", value: "v=1" }], stopSignal: "SIGUSR1" }), view, "sha256:abc", "", opts, { apiVersion: "1.41", relabels: false });
+  const body = await createBody(spec({ command: ["sh"], args: ["-c", "true"], envs: [{ key: "K", value: "v=1" }], stopSignal: "SIGUSR1" }), view, "sha256:abc", "", opts, { apiVersion: "1.41", relabels: false, imageMountIds: new Map() });
   const hc = body.HostConfig!;
   t.equal(hc.NetworkMode, `container:${view.id}`);
   t.equal(hc.IpcMode, `container:${view.id}`);
@@ -67,7 +67,7 @@ t.test("the Docker body joins the sandbox and carries cri-dockerd labels", async
   t.equal(body.Labels!["annotation.note"], "x");
   t.equal(body.Hostname, undefined, "no hostname under container: network mode");
   t.equal(body.ExposedPorts, undefined);
-  const defaults = await createBody(spec(), { ...view, hostNetwork: true, logDirectory: "" }, "sha256:abc", "", opts, { apiVersion: "1.41", relabels: false });
+  const defaults = await createBody(spec(), { ...view, hostNetwork: true, logDirectory: "" }, "sha256:abc", "", opts, { apiVersion: "1.41", relabels: false, imageMountIds: new Map() });
   t.equal(defaults.Entrypoint, undefined, "image ENTRYPOINT kept");
   t.equal(defaults.Cmd, undefined, "image CMD kept");
   t.equal(defaults.HostConfig!.UTSMode, "host");
