@@ -71,7 +71,10 @@ export function toPodSandboxStats(view: PodStatsView): cri.PodSandboxStats {
     linux: {
       cpu: cpuUsage(view.timestamp, view.cgroup, view.usageNanoCores),
       memory: memoryUsage(view.timestamp, view.cgroup),
-      network: network
+      // kubelet (1.36, addCRIPodNetworkStats) reads default_interface without a
+      // nil check and panics on a network that has none: a pod whose namespace
+      // shows no interface yet (a sandbox being replaced) reports no network.
+      network: network && interfaces.length > 0
         ? {
             timestamp: network.timestamp,
             defaultInterface: interfaces.find((i) => i.name === "eth0") ?? interfaces[0] ?? null,

@@ -6,7 +6,7 @@ import { CgroupReader, parseKeyValues, parseProcCgroup } from "../../src/stats/c
 import { parseNetDev } from "../../src/stats/netdev.ts";
 import { cpuRate } from "../../src/stats/collector.ts";
 import { sumSamples } from "../../src/runtime/stats.ts";
-import { toContainerStats } from "../../src/cri/stats-rpcs.ts";
+import { toContainerStats, toPodSandboxStats } from "../../src/cri/stats-rpcs.ts";
 
 const ID = "396f6153a5106c1d433af8eadfa3bc64e31008bf139c7844b9f14b95b504f092";
 
@@ -160,4 +160,23 @@ t.test("writable layer walker: sums allocated bytes and inodes, re-walks when st
   await new Promise((r) => setTimeout(r, 50));
   t.equal((await cache.get(dir))?.inodes, 5n, "the new file shows after the refresh");
   t.equal(await new DiskUsageCache().get(join(dir, "missing")).then((u) => u?.inodes), 0n, "a vanished layer walks as empty");
+});
+
+t.test("a pod network without interfaces is no network: kubelet dereferences default_interface", async (t) => {
+  const view = {
+    id: ID,
+    metadata: { name: "p", namespace: "ns", uid: "u", attempt: 0 },
+    labels: {},
+    annotations: {},
+    timestamp: 5n,
+    cgroup: undefined,
+    usageNanoCores: undefined,
+    containers: [],
+    pause: {} as never,
+  };
+  t.equal(toPodSandboxStats({ ...view, network: { timestamp: 5n, interfaces: [] } }).linux?.network, null);
+  const eth0 = { name: "eth0", rxBytes: 1n, rxPackets: 1n, rxErrors: 0n, rxDropped: 0n, txBytes: 2n, txPackets: 1n, txErrors: 0n, txDropped: 0n };
+  const network = toPodSandboxStats({ ...view, network: { timestamp: 5n, interfaces: [eth0] } }).linux?.network;
+  t.equal(network?.defaultInterface?.name, "eth0");
+  t.equal(network?.interfaces?.length, 1);
 });
