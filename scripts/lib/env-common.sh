@@ -11,8 +11,17 @@ ENV_LOG_DIR="/var/log/cridock-env"
 ENV_RUN_DIR="/run/cridock-env"
 CRIDOCK_TOOLS_DIR="${CRIDOCK_TOOLS_DIR:-/var/cache/cridock-tools}"
 CRI_TOOLS_VERSION="v1.36.0"
-# kubelet for the e2e suite and the kubelet bench (scripts/install-kubelet.sh).
-KUBELET_VERSION="${CRIDOCK_KUBELET_VERSION:-v1.36.3}"
+# Kubernetes for the e2e suite, the kubelet bench and the kubeadm cluster
+# (scripts/install-kubernetes.sh builds them), and the etcd and CoreDNS that
+# kubeadm $KUBERNETES_VERSION deploys (its constants.DefaultEtcdVersion and
+# CoreDNSVersion) with the pause image it expects (constants.PauseVersion).
+KUBERNETES_VERSION="${CRIDOCK_KUBERNETES_VERSION:-${CRIDOCK_KUBELET_VERSION:-v1.36.3}}"
+KUBELET_VERSION="$KUBERNETES_VERSION"
+ETCD_VERSION="3.6.8-0"
+COREDNS_VERSION="v1.14.2"
+KUBEADM_PAUSE_VERSION="3.10.2"
+KUBERNETES_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/bin"
+COREDNS_BIN_DIR="$CRIDOCK_TOOLS_DIR/coredns/$COREDNS_VERSION/bin"
 
 # The current Docker Engine the tests also run on (scripts/install-docker-engine.sh
 # builds it): the moby/moby/v2 module tag, the engine release it is (moby's
@@ -48,11 +57,14 @@ DEFAULT_CNI_BRIDGE="cni0"
 # registry's password file; procps and util-linux also supply the pgrep and
 # ipcs binaries the busybox test image carries. systemd supplies the tools the
 # service tests play systemd's part with (systemd-analyze verify,
-# systemd-socket-activate, systemd-notify); it is not booted.
+# systemd-socket-activate, systemd-notify); it is not booted. conntrack goes
+# (with iptables) into the kube-proxy image, and gcc with libc6-dev builds the
+# static pause binary of the kubeadm cluster's pause image.
 ENV_PACKAGES=(
   docker.io containerd runc iptables containernetworking-plugins
   docker-registry busybox-static apache2-utils iproute2 util-linux socat
   procps psmisc openssl ca-certificates curl systemd libseccomp-dev
+  conntrack gcc libc6-dev
 )
 
 log() { printf 'cridock-env: %s\n' "$*" >&2; }
