@@ -127,7 +127,8 @@ ensure_unpacked_packages() {
 }
 
 build_test_images() {
-  (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/images/build.ts --state-dir "$ENV_STATE_DIR") 2>>"$ENV_LOG_DIR/images.log" ||
+  (cd "$CRIDOCK_REPO_ROOT" && CRIDOCK_TEST_DOCKER_ENDPOINT="unix://$DOCKER_SOCKET" \
+    node_modules/.bin/tsx scripts/images/build.ts --state-dir "$ENV_STATE_DIR") 2>>"$ENV_LOG_DIR/images.log" ||
     die "building the test images failed; see $ENV_LOG_DIR/images.log"
 }
 

@@ -75,7 +75,7 @@ if [[ ! -e "$DEFAULTS_FILE" ]]; then
   mkdir -p "$(dirname "$DEFAULTS_FILE")"
   cat >"$DEFAULTS_FILE" <<'DEFAULTS'
 # Flags for cridock.service (see `cridock --help`), e.g.
-# CRIDOCK_OPTS="--metrics-bind-addr=9101 --pod-infra-container-image=registry.k8s.io/pause:3.10"
+# CRIDOCK_OPTS="--metrics-bind-addr=9101 --pod-infra-container-image=registry.k8s.io/pause:3.10.2"
 CRIDOCK_OPTS=""
 DEFAULTS
   record "file $DEFAULTS_FILE"

@@ -60,7 +60,7 @@ start_engine() {
 
 load_images() {
   local name="$1"
-  (cd "$CRIDOCK_REPO_ROOT" && DOCKER_HOST="$(test_engine_endpoint "$name")" \
+  (cd "$CRIDOCK_REPO_ROOT" && CRIDOCK_TEST_DOCKER_ENDPOINT="$(test_engine_endpoint "$name")" \
     node_modules/.bin/tsx scripts/images/build.ts --state-dir "$ENV_STATE_DIR" --load-only) 2>>"$ENV_LOG_DIR/images.log" ||
     die "loading the test images into $name failed; see $ENV_LOG_DIR/images.log"
 }

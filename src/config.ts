@@ -5,6 +5,7 @@
  */
 import { parseArgs } from "node:util";
 import { LOG_LEVELS, type LogLevel } from "./log.ts";
+import type { OomScoreRestriction } from "./runtime/container/oom-score.ts";
 
 export type NetworkPlugin = "cni" | "no-op";
 
@@ -36,13 +37,16 @@ export interface Config {
   dockerLogMaxSize: string;
   dockerLogMaxFile: number;
   shutdownGraceMs: number;
+  /** Raise container and sandbox oom_score_adj below cridock's own to its own: decided from the host, or forced. */
+  restrictOomScoreAdj: OomScoreRestriction;
   logLevel: LogLevel;
 }
 
 export const DEFAULTS = {
   "container-runtime-endpoint": "unix:///var/run/cridock.sock",
   "docker-endpoint": "unix:///var/run/docker.sock",
-  "pod-infra-container-image": "registry.k8s.io/pause:3.10",
+  // What kubeadm 1.36 expects of the runtime (`kubeadm config images list`); it warns on another.
+  "pod-infra-container-image": "registry.k8s.io/pause:3.10.2",
   "network-plugin": "cni",
   "cni-conf-dir": "/etc/cni/net.d",
   // /opt/cni/bin is where upstream installs plugins; Debian puts them in /usr/lib/cni.
@@ -68,6 +72,7 @@ export const DEFAULTS = {
   "docker-log-max-file": "4",
   "shutdown-grace-period": "10s",
   "metrics-bind-addr": "",
+  "restrict-oom-score-adj": "auto",
   "log-level": "info",
 } as const;
 
@@ -93,6 +98,8 @@ const HELP: Record<FlagName, string> = {
   "docker-log-max-file": "max-file of Docker's own json-file log per container (≥ 2 recommended: 1 makes Docker truncate in place)",
   "shutdown-grace-period": "how long SIGTERM waits for in-flight calls",
   "metrics-bind-addr": "ip:port (or port alone, for 127.0.0.1) of the Prometheus /metrics endpoint; empty = off",
+  "restrict-oom-score-adj":
+    "raise every container's and sandbox's oom_score_adj that is below cridock's own to its own (containerd's restrict_oom_score_adj): auto when the host cannot lower scores (no CAP_SYS_RESOURCE in the bounding set, or a user namespace), true, or false",
   "log-level": `one of ${LOG_LEVELS.join(", ")}`,
 };
 
@@ -243,6 +250,10 @@ export function parseConfig(argv: string[]): ParseResult {
   } catch (err) {
     throw new ConfigError("docker-log-max-size", (err as Error).message);
   }
+  const restrictOom = get("restrict-oom-score-adj");
+  if (restrictOom !== "auto" && restrictOom !== "true" && restrictOom !== "false") {
+    throw new ConfigError("restrict-oom-score-adj", `"${restrictOom}" is not one of auto, true, false`);
+  }
   const podCidr = get("pod-cidr");
   if (podCidr && !/^[0-9a-fA-F.:]+\/\d{1,3}$/.test(podCidr)) throw new ConfigError("pod-cidr", `"${podCidr}" is not a CIDR`);
   const { host: streamingHost, port: streamingPort } = parseBindAddr(get("streaming-bind-addr"));
@@ -270,6 +281,7 @@ export function parseConfig(argv: string[]): ParseResult {
       dockerLogMaxSize: get("docker-log-max-size"),
       dockerLogMaxFile: intFlag("docker-log-max-file", get("docker-log-max-file"), 1, 100),
       shutdownGraceMs: durationFlag("shutdown-grace-period", get("shutdown-grace-period")),
+      restrictOomScoreAdj: restrictOom === "auto" ? "auto" : restrictOom === "true",
       logLevel: logLevel as LogLevel,
     },
   };

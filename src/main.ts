@@ -9,6 +9,7 @@ import { createLogger, type Logger } from "./log.ts";
 import { DockerClient } from "./docker/client.ts";
 import { CriServer, prepareSocketPath } from "./cri/server.ts";
 import { runtimeServiceRpcs } from "./cri/runtime-service.ts";
+import { configInfo } from "./cri/runtime-info-rpcs.ts";
 import { imageServiceRpcs } from "./cri/image-service.ts";
 import { RuntimeStatus } from "./runtime/status.ts";
 import { ImageFilesystem } from "./runtime/image/imagefs.ts";
@@ -34,10 +35,11 @@ import { LogFollowers } from "./logs/followers.ts";
 import { countObjects, metricsWiring } from "./metrics/setup.ts";
 import { notifySystemd } from "./systemd/notify.ts";
 import { runCheck } from "./check/command.ts";
+import { CRIDOCK_VERSION } from "./version.ts";
 import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
+import { decideOomScorePolicy, readOomScoreFacts, type OomScorePolicy } from "./runtime/container/oom-score.ts";
 
-export const CRIDOCK_VERSION = "0.1.0";
 
 /** Everything main() wires together; tests build it too. */
 export interface Cridock {
@@ -66,6 +68,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   });
   docker.watchContainerEvents();
   const network: PodNetwork = await startPodNetwork(config, log, metrics.onCniOperation);
+  const oomScore = await oomScorePolicy(config, log);
   const status = new RuntimeStatus(docker, network);
   const imageFs = new ImageFilesystem(docker);
   const images = new ImageManager({
@@ -88,6 +91,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     rootDirectory: config.rootDirectory,
     logMaxSize: config.dockerLogMaxSize,
     logMaxFile: config.dockerLogMaxFile,
+    oomScore,
     cgroupDriver: () => status.cgroupDriver(),
     runtimeNames: async () => Object.keys((await docker.info()).Runtimes ?? {}),
     containerRemoved: (id) => logFollowers.forget(id),
@@ -102,6 +106,8 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     log,
     logMaxSize: config.dockerLogMaxSize,
     logMaxFile: config.dockerLogMaxFile,
+    oomScore,
+    rootDirectory: config.rootDirectory,
   });
   // Log writers of containers that ran on while cridock was down pick up where they stopped.
   await containers.resumeLogs().catch((err) => log.error({ err }, "could not resume container log writers"));
@@ -153,7 +159,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
         exec,
         portForwarder,
         streaming,
-        verboseInfo: () => ({ config }),
+        verboseInfo: () => ({ config: configInfo(config) }),
       }),
     ),
     imageHandlers: metrics.handlers("ImageService", imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() })),
@@ -178,6 +184,33 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
       await docker.close();
     },
   };
+}
+
+/**
+ * Whether container scores are clamped to cridock's own (oom-score.ts),
+ * logged once: a clamped Guaranteed or node-critical pod is no better
+ * protected from the OOM killer than cridock itself.
+ */
+async function oomScorePolicy(config: Config, log: Logger): Promise<OomScorePolicy> {
+  let policy: OomScorePolicy;
+  try {
+    policy = decideOomScorePolicy(config.restrictOomScoreAdj, await readOomScoreFacts());
+  } catch (err) {
+    // Without /proc nothing can be decided: honour a forced setting, else pass scores on as asked.
+    const restricted = config.restrictOomScoreAdj === true;
+    policy = { restricted, floor: 0, hostRestricted: false, reason: `cannot read this process's /proc files: ${describeCause(err)}` };
+  }
+  if (policy.restricted) {
+    log.warn(
+      { floor: policy.floor, reason: policy.reason },
+      `oom_score_adj is restricted: containers and sandboxes asking for less than ${policy.floor} get ${policy.floor} (${policy.reason})`,
+    );
+  } else if (policy.hostRestricted) {
+    log.warn({ reason: policy.reason }, "oom_score_adj restriction forced off on a host that cannot lower scores");
+  } else {
+    log.debug({ reason: policy.reason }, "oom_score_adj is passed on as asked");
+  }
+  return policy;
 }
 
 /** --network-plugin=cni: CNI plugins from the conf dir; no-op: Docker's default bridge. */

@@ -5,9 +5,13 @@
  * unchanged catalog and unchanged host binaries give the same ids and
  * nothing is loaded or pushed again.
  *
- * The docker CLI follows DOCKER_HOST, so the same script loads the images
- * into any engine; --load-only leaves the registries alone (the node's
- * engine pushed already). The containerd image store reports a manifest
+ * The engine is the one CRIDOCK_TEST_DOCKER_ENDPOINT names, as for the
+ * tests: test/helpers/env.ts (imported below) points DOCKER_HOST at it, and
+ * the docker CLI follows DOCKER_HOST; a DOCKER_HOST set by the caller alone
+ * would be overwritten. So the same script loads the images into any engine;
+ * --load-only leaves the registries alone (the node's engine pushed
+ * already). At the end every tag is checked in the engine, so a setup that
+ * loaded into the wrong engine fails here rather than in a test. The containerd image store reports a manifest
  * digest as the image id, never the config digest built here, so each
  * engine's loads are also recorded (tag → built id and the id the engine
  * gave it) and an image counts as loaded when either matches.
@@ -26,6 +30,7 @@ import {
   MIRROR_CA_FILE,
   MIRRORED_REGISTRIES,
   REGISTRY,
+  TEST_DOCKER_ENDPOINT,
   authRegistry,
   type RegistryCredentials,
 } from "../../test/helpers/env.ts";
@@ -136,8 +141,7 @@ type LoadedStamp = Record<string, [string, string]>;
 
 /** One stamp file per engine: "loaded-unix-run-cridock-env-docker29-docker.sock.json". */
 function loadedStampPath(imagesDir: string): string {
-  const host = process.env.DOCKER_HOST || "unix:///var/run/docker.sock";
-  return join(imagesDir, `loaded-${host.replace(/[^A-Za-z0-9.]+/g, "-")}.json`);
+  return join(imagesDir, `loaded-${TEST_DOCKER_ENDPOINT.replace(/[^A-Za-z0-9.]+/g, "-")}.json`);
 }
 
 async function readStamp<T>(path: string): Promise<Record<string, T>> {
@@ -196,6 +200,12 @@ async function main(): Promise<void> {
     }
     if (spec.registryOnly && needsLoad) await docker(["image", "rm", ...spec.tags]);
   }
+  const missing: string[] = [];
+  for (const spec of CATALOG) {
+    if (spec.registryOnly) continue;
+    for (const tag of spec.tags) if ((await localImageId(tag)) === null) missing.push(tag);
+  }
+  if (missing.length > 0) throw new Error(`after loading, ${TEST_DOCKER_ENDPOINT} lacks ${missing.join(", ")}`);
 }
 
 main().catch((err: Error) => {

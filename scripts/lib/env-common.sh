@@ -146,14 +146,11 @@ ensure_node_modules() {
   if [[ ! -f "$stamp" || "$CRIDOCK_REPO_ROOT/package-lock.json" -nt "$stamp" ]]; then
     log "installing node modules (npm ci; log: $ENV_LOG_DIR/npm.log)"
     mkdir -p "$ENV_LOG_DIR"
-    # npm ci refuses a lock file that lacks the optional per-platform packages
-    # (deno's) a registry mirror may not serve; `npm install --no-save` then
-    # installs the same locked versions without touching the lock file.
-    if ! (cd "$CRIDOCK_REPO_ROOT" && npm ci --no-audit --no-fund --loglevel=error </dev/null) >>"$ENV_LOG_DIR/npm.log" 2>&1; then
-      log "npm ci failed (see $ENV_LOG_DIR/npm.log); trying npm install --no-save"
-      (cd "$CRIDOCK_REPO_ROOT" && npm install --no-save --no-audit --no-fund --loglevel=error </dev/null) >>"$ENV_LOG_DIR/npm.log" 2>&1 ||
-        die "installing node modules failed; see $ENV_LOG_DIR/npm.log"
-    fi
+    # npm ci only: it installs exactly what package-lock.json records or fails.
+    # The lock file records every optional per-platform package (deno's), so it
+    # passes on any platform; a failure is a real one and is not papered over.
+    (cd "$CRIDOCK_REPO_ROOT" && npm ci --no-audit --no-fund --loglevel=error </dev/null) >>"$ENV_LOG_DIR/npm.log" 2>&1 ||
+      die "npm ci failed; see $ENV_LOG_DIR/npm.log"
   fi
 }
 

@@ -8,6 +8,7 @@ import { ConfigError, parseConfig } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { evaluate, exitCode, formatItems } from "./evaluate.ts";
 import { probeNode } from "./probes.ts";
+import { CRIDOCK_VERSION } from "../version.ts";
 
 export async function runCheck(argv: string[]): Promise<number> {
   let parsed;
@@ -25,7 +26,6 @@ export async function runCheck(argv: string[]): Promise<number> {
     return 0;
   }
   if (parsed.kind === "version") {
-    const { CRIDOCK_VERSION } = await import("../main.ts");
     process.stdout.write(`cridock ${CRIDOCK_VERSION}\n`);
     return 0;
   }

@@ -5,6 +5,7 @@
  * it could, with a limitation the operator should know about.
  */
 import { compareApiVersions, MIN_API_VERSION } from "../docker/api-version.ts";
+import type { OomScorePolicy } from "../runtime/container/oom-score.ts";
 
 export type Verdict = "ok" | "warn" | "fail";
 
@@ -25,12 +26,26 @@ export interface NodeFacts {
     | { plugin: "cni"; confDir: string; binDirs: string[]; config?: { file: string; name: string; plugins: string[] }; problems: string[]; loopback: boolean };
   root: { path: string; existing: string; fsType?: string; mountPoint?: string; readOnly: boolean; writable: boolean; freeBytes?: number; error?: string };
   capabilities: { granted: string[]; missing: string[] } | { error: string };
+  /**
+   * What the engine did when asked, as RunPodSandbox asks it, to start a
+   * privileged pause container; tried only when the bounding set lacks some
+   * capability (on a full set every engine grants them all).
+   */
+  privileged: PrivilegedProbe;
+  /** The oom_score_adj policy these flags give on this host (container/oom-score.ts). */
+  oomScore: OomScorePolicy | { error: string };
   pause: { image: string; present: boolean; pullable?: boolean; error?: string };
   streaming: { host: string; port: number; bindable: boolean; error?: string };
   socket:
     | { activated: true }
     | { activated: false; path: string; state: "absent" | "stale" | "live" | "not-socket"; mode?: number; dirUsable: boolean; dirError?: string };
 }
+
+export type PrivilegedProbe =
+  | { tried: false; reason: string }
+  | { tried: true; outcome: "started" }
+  | { tried: true; outcome: "refused"; message: string }
+  | { tried: true; outcome: "error"; message: string };
 
 const GiB = 1024 ** 3;
 const PSEUDO_FILESYSTEMS = new Set(["proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "nsfs", "bpf"]);
@@ -42,6 +57,7 @@ export function evaluate(facts: NodeFacts): CheckItem[] {
     cniItem(facts),
     rootItem(facts),
     capabilitiesItem(facts),
+    oomScoreItem(facts),
     pauseItem(facts),
     streamingItem(facts),
     socketItem(facts),
@@ -137,18 +153,65 @@ function rootItem({ root }: NodeFacts): CheckItem {
   return { name: "root-directory", verdict: "ok", detail: `${where}${free}` };
 }
 
-function capabilitiesItem({ capabilities }: NodeFacts): CheckItem {
+function capabilitiesItem({ capabilities, privileged, docker }: NodeFacts): CheckItem {
   if ("error" in capabilities) return { name: "capabilities", verdict: "warn", detail: `cannot read the bounding set: ${capabilities.error}` };
   const n = capabilities.granted.length;
   if (capabilities.missing.length === 0) {
     return { name: "capabilities", verdict: "ok", detail: `all ${n} capabilities in the bounding set: privileged pods get the full set` };
   }
+  // cridock leaves privileged pods to the engine: what the engine did with a
+  // privileged container is what privileged pods will meet.
+  const lacks = `bounding set lacks ${capabilities.missing.join(", ")}`;
+  const engine = docker.ok ? `Docker ${docker.version}` : "the engine";
+  if (!privileged.tried) {
+    return {
+      name: "capabilities",
+      verdict: "warn",
+      detail: `${lacks}; privileged pods are left to the engine, which grants them the ${n} capabilities the host has or refuses to start them; not tried: ${privileged.reason}; "ALL" grants the ${n} others`,
+      fix: "run cridock check again once dockerd answers and the pause image is present, to see what the engine does",
+    };
+  }
+  if (privileged.outcome === "started") {
+    return { name: "capabilities", verdict: "ok", detail: `${lacks}: ${engine} started a privileged container with the ${n} capabilities the host has, so privileged pods run with those; "ALL" grants the same ${n}` };
+  }
+  if (privileged.outcome === "refused") {
+    return {
+      name: "capabilities",
+      verdict: "warn",
+      detail: `${lacks}, and ${engine} refused to start a privileged container (${privileged.message}): privileged pods fail with FAILED_PRECONDITION; "ALL" grants the ${n} others`,
+      fix: "run dockerd with the full capability set (as root outside a restricted container), or a current Docker Engine, which grants privileged containers the capabilities the host has, if the node must run privileged pods",
+    };
+  }
   return {
     name: "capabilities",
     verdict: "warn",
-    detail: `bounding set lacks ${capabilities.missing.join(", ")}: privileged pods are refused; "ALL" grants the ${n} others`,
-    fix: "run cridock with the full capability set (as root outside a restricted container) if the node must run privileged pods",
+    detail: `${lacks}; trying a privileged container on ${engine} failed for another reason (${privileged.message}), so what privileged pods meet is not known; "ALL" grants the ${n} others`,
+    fix: "read dockerd's log for the failure above",
   };
+}
+
+function oomScoreItem({ oomScore }: NodeFacts): CheckItem {
+  const name = "oom-score-adj";
+  if ("error" in oomScore) return { name, verdict: "warn", detail: `cannot tell whether scores can be lowered: ${oomScore.error}` };
+  const { floor } = oomScore;
+  if (oomScore.hostRestricted && !oomScore.restricted) {
+    return {
+      name,
+      verdict: "fail",
+      detail: `${oomScore.reason}: runc refuses "failed to update /proc/self/oom_score_adj: Permission denied" for Guaranteed and node-critical pods (kubelet asks -997)`,
+      fix: "drop --restrict-oom-score-adj=false (auto clamps such scores), or give the node CAP_SYS_RESOURCE",
+    };
+  }
+  if (oomScore.hostRestricted) {
+    return {
+      name,
+      verdict: "warn",
+      detail: `restricted (${oomScore.reason}): scores below ${floor} are raised to ${floor}, so Guaranteed and node-critical pods are not shielded from the OOM killer beyond the runtime's own score`,
+      fix: "run the node with CAP_SYS_RESOURCE in its bounding set, outside a user namespace, for kubelet's scores to apply",
+    };
+  }
+  if (oomScore.restricted) return { name, verdict: "ok", detail: `restricted by ${oomScore.reason}: scores below ${floor} are raised to ${floor}` };
+  return { name, verdict: "ok", detail: `scores are applied as kubelet asks (${oomScore.reason})` };
 }
 
 function pauseItem({ pause }: NodeFacts): CheckItem {

@@ -1,9 +1,11 @@
 /**
  * Gathers the facts `cridock check` judges, by looking at the node the way
  * cridock itself would at start: the same Docker client, CNI loader,
- * capability reader and socket rules. Probes only read and test-bind; the one
- * thing they do to the node is ask dockerd's registry lookup for the pause
- * image when it is absent (no pull).
+ * capability reader and socket rules. Probes only read and test-bind, with
+ * two exceptions: they ask dockerd's registry lookup for the pause image when
+ * it is absent (no pull), and on a host whose capability bounding set is not
+ * full they start a privileged pause container and remove it (privileged.ts),
+ * because only the engine knows whether it can start one there.
  */
 import { access, constants, readFile, stat, statfs } from "node:fs/promises";
 import { createServer, connect } from "node:net";
@@ -14,24 +16,32 @@ import { describeCause } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { findPlugin, loadNetworkConfig } from "../network/conf.ts";
 import { readHostCapabilities } from "../runtime/container/capabilities.ts";
+import { decideOomScorePolicy, readOomScoreFacts } from "../runtime/container/oom-score.ts";
 import { mountOf, type NodeFacts } from "./evaluate.ts";
+import { probePrivileged } from "./privileged.ts";
 
 const PROBE_TIMEOUT_MS = 10_000;
 
 export async function probeNode(config: Config, log: Logger): Promise<NodeFacts> {
   const docker = new DockerClient({ endpoint: config.dockerEndpoint, requestTimeoutMs: PROBE_TIMEOUT_MS, logger: log });
   try {
-    const [dockerFacts, hostCgroupVersion, cni, root, capabilities, streaming, socket] = await Promise.all([
+    const [dockerFacts, hostCgroupVersion, cni, root, capabilities, oomScore, streaming, socket] = await Promise.all([
       probeDocker(docker),
       probeHostCgroup(),
       probeCni(config),
       probeRoot(config.rootDirectory),
       readHostCapabilities().catch((err: unknown) => ({ error: describeCause(err) })),
+      // The check's own score stands for the server's: both start from the same unit or shell.
+      readOomScoreFacts().then(
+        (facts) => decideOomScorePolicy(config.restrictOomScoreAdj, facts),
+        (err: unknown) => ({ error: describeCause(err) }),
+      ),
       probeBind(config.streamingHost, config.streamingPort),
       probeSocket(config),
     ]);
     const pause = dockerFacts.ok ? await probePause(docker, config.podInfraContainerImage) : { image: config.podInfraContainerImage, present: false, error: "dockerd does not answer" };
-    return { dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, pause, streaming, socket };
+    const privileged = await probePrivileged(docker, { dockerUp: dockerFacts.ok, pause, capabilities });
+    return { dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, oomScore, pause, streaming, socket };
   } finally {
     await docker.close();
   }

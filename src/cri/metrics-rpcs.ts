@@ -1,13 +1,13 @@
 /**
  * ListMetricDescriptors, ListPodSandboxMetrics and StreamPodSandboxMetrics:
- * the cAdvisor-named series of metrics/cadvisor.ts as CRI messages, which
+ * the cAdvisor-named series of runtime/cadvisor-metrics.ts as CRI messages, which
  * kubelet serves on /metrics/cadvisor under PodAndContainerStatsFromCRI.
  */
 import type { HandlerTable } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
 import { MetricType } from "./proto-types.ts";
 import { sendInBatches } from "./list-stream.ts";
-import { metricDescriptors, type MetricData } from "../metrics/cadvisor.ts";
+import { metricDescriptors, type MetricData } from "../runtime/cadvisor-metrics.ts";
 import type { PodMetricsData, PodMetricsService } from "../runtime/pod-metrics.ts";
 
 export interface MetricsRpcDeps {

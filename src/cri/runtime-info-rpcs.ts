@@ -15,6 +15,15 @@ export interface RuntimeInfoDeps {
   verboseInfo: () => Record<string, unknown>;
 }
 
+/**
+ * Status(verbose).info["config"]: the effective flags, and the pause image
+ * under `sandboxImage`, the key containerd's CRI plugin uses and kubeadm
+ * reads (it warns when the runtime's differs from the one it expects).
+ */
+export function configInfo<C extends { podInfraContainerImage: string }>(config: C): C & { sandboxImage: string } {
+  return { ...config, sandboxImage: config.podInfraContainerImage };
+}
+
 export function runtimeInfoRpcs({ status, verboseInfo }: RuntimeInfoDeps): HandlerTable {
   return {
     async Version(): Promise<cri.VersionResponse> {

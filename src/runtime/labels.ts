@@ -13,6 +13,8 @@ export const LOG_PATH_LABEL = "io.kubernetes.container.logpath";
 export const CONTAINER_NAME_LABEL = "io.kubernetes.container.name";
 export const ANNOTATION_PREFIX = "annotation.";
 export const CRIDOCK_PREFIX = "io.cridock.";
+/** Internal label naming the cridock root directory that owns a sandbox or container (recovery and listing keep to their own). */
+export const ROOT_LABEL = `${CRIDOCK_PREFIX}root`;
 
 export type ContainerType = typeof TYPE_SANDBOX | typeof TYPE_CONTAINER;
 

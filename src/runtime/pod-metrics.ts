@@ -2,14 +2,14 @@
  * ListPodSandboxMetrics: the pod views of the stats RPCs (same list call,
  * same cgroup and netns collector, runtime/stats.ts), plus the cgroup detail
  * and limits only metrics need, turned into cAdvisor series
- * (metrics/cadvisor.ts). One series per running container and one for the
+ * (cadvisor-metrics.ts). One series per running container and one for the
  * pause container (container "POD", with the pod's network counters).
  * Containers that are not running have no cgroup and, as in cAdvisor, no
  * series.
  */
 import type { DockerClient } from "../docker/client.ts";
 import type { Logger } from "../log.ts";
-import { seriesMetrics, type MetricData, type SeriesSource } from "../metrics/cadvisor.ts";
+import { seriesMetrics, type MetricData, type SeriesSource } from "./cadvisor-metrics.ts";
 import { blockDeviceName, readCgroupDetail } from "../stats/cgroup-detail.ts";
 import { readCgroupLimits } from "../stats/cgroup-limits.ts";
 import { CgroupReader } from "../stats/cgroups.ts";

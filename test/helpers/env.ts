@@ -31,7 +31,7 @@ export const AUTH_REGISTRY = "127.0.0.1:5001";
 /** Image pushed to REGISTRY and tagged locally as DEFAULT_PAUSE_IMAGE; exits promptly on SIGTERM/SIGINT. */
 export const PAUSE_IMAGE = `${REGISTRY}/cridock-test/pause:3.10`;
 /** cridock's default --pod-infra-container-image; env-setup tags PAUSE_IMAGE with this name so no pull is needed. */
-export const DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10";
+export const DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10.2";
 /** busybox-static with every applet linked, users root/nobody(65534)/www-data(33), CMD ["sh"]. */
 export const BUSYBOX_IMAGE = `${REGISTRY}/cridock-test/busybox:1.36`;
 /** busybox httpd in the foreground on port 80; prints a line containing "httpd" at start. */

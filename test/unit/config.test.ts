@@ -2,6 +2,7 @@ import t from "tap";
 
 import type { Test } from "tap";
 import { ConfigError, parseConfig, parseDuration, parseSize, type Config } from "../../src/config.ts";
+import { configInfo } from "../../src/cri/runtime-info-rpcs.ts";
 
 function config(argv: string[]): Config {
   const parsed = parseConfig(argv);
@@ -26,7 +27,7 @@ t.test("defaults are cri-dockerd's where the meaning is the same", async (t) => 
   const c = config([]);
   t.equal(c.listenSocket, "/var/run/cridock.sock");
   t.equal(c.dockerEndpoint, "unix:///var/run/docker.sock");
-  t.equal(c.podInfraContainerImage, "registry.k8s.io/pause:3.10");
+  t.equal(c.podInfraContainerImage, "registry.k8s.io/pause:3.10.2");
   t.equal(c.networkPlugin, "cni");
   t.equal(c.cniConfDir, "/etc/cni/net.d");
   t.same(c.cniBinDirs, ["/opt/cni/bin", "/usr/lib/cni"]);
@@ -68,6 +69,20 @@ t.test("--cri-dockerd-root-directory is cri-dockerd's root (read for adoption), 
   t.equal(config(["--cri-dockerd-root-directory="]).criDockerdRootDirectory, "", "empty: take nothing over");
   rejects(t, ["--cri-dockerd-root-directory=rel"], "cri-dockerd-root-directory", /absolute/);
   rejects(t, ["--root-directory=/a", "--cri-dockerd-root-directory=/a/"], "cri-dockerd-root-directory", /root of its own/);
+});
+
+t.test("Status(verbose).info.config names the pause image as sandboxImage, as kubeadm reads it", async (t) => {
+  const info = JSON.parse(JSON.stringify(configInfo(config([]))));
+  t.equal(info.sandboxImage, "registry.k8s.io/pause:3.10.2", "kubeadm 1.36's expected pause image by default");
+  t.equal(info.podInfraContainerImage, info.sandboxImage, "the other keys stay");
+  t.equal(configInfo(config(["--pod-infra-container-image=example.test/pause:1"])).sandboxImage, "example.test/pause:1");
+});
+
+t.test("--restrict-oom-score-adj is auto, true or false", async (t) => {
+  t.equal(config([]).restrictOomScoreAdj, "auto");
+  t.equal(config(["--restrict-oom-score-adj=true"]).restrictOomScoreAdj, true);
+  t.equal(config(["--restrict-oom-score-adj", "false"]).restrictOomScoreAdj, false);
+  rejects(t, ["--restrict-oom-score-adj=yes"], "restrict-oom-score-adj", /auto, true, false/);
 });
 
 t.test("streaming bind address forms", async (t) => {

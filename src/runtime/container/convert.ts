@@ -45,7 +45,12 @@ function identity(dockerName: string, labels: Record<string, string>) {
   };
 }
 
-export function summaryInfo(c: ContainerSummary): ContainerSummaryInfo {
+/**
+ * A ListContainers item. Docker's list cannot tell a container whose start
+ * failed from one never started (both "created"), so the caller says which
+ * (`startFailed`, from an inspect or from its own failed start).
+ */
+export function summaryInfo(c: ContainerSummary, startFailed = false): ContainerSummaryInfo {
   const docker = c.Labels ?? {};
   const split = fromDockerLabels(docker, false);
   return {
@@ -54,7 +59,7 @@ export function summaryInfo(c: ContainerSummary): ContainerSummaryInfo {
     ...identity(c.Names[0] ?? "", docker),
     image: docker[IMAGE_LABEL] ?? c.Image,
     imageId: c.ImageID,
-    state: stateOf(c.State),
+    state: stateOf(c.State, startFailed ? 1 : 0),
     createdAt: BigInt(c.Created) * 1_000_000_000n,
     labels: split.labels,
     annotations: split.annotations,
@@ -83,11 +88,26 @@ export function parseMountsLabel(text: string | undefined): MountSpec[] {
   }
 }
 
+/**
+ * Whether Docker failed to start the container: it stays "created" with
+ * State.Error and an exit code (126 not executable, 127 not found, 128
+ * otherwise). CRI reports it exited, as dockershim did, so kubelet sees the
+ * attempt end and backs off before the next one.
+ */
+export function startFailed(state: Pick<ContainerInspect["State"], "Status" | "ExitCode">): boolean {
+  return state.Status === "created" && state.ExitCode !== 0;
+}
+
 export function containerInfo(c: ContainerInspect): ContainerInfo {
   const docker = c.Config.Labels ?? {};
   const split = fromDockerLabels(docker, false);
   const { reason, message } = reasonOf(c);
   const state = stateOf(c.State.Status, c.State.ExitCode);
+  const createdAt = dockerTimeOrZero(c.Created);
+  // Docker records no time for a failed start: the attempt began and ended at
+  // creation as far as kubelet is concerned. kubelet's backoff counts from
+  // finished_at; at 0 it never waited and recreated the container at once.
+  const failed = startFailed(c.State);
   return {
     id: c.Id,
     sandboxId: docker[SANDBOX_ID_LABEL] ?? "",
@@ -95,9 +115,9 @@ export function containerInfo(c: ContainerInspect): ContainerInfo {
     image: docker[IMAGE_LABEL] ?? c.Config.Image ?? c.Image,
     imageId: c.Image,
     state,
-    createdAt: dockerTimeOrZero(c.Created),
-    startedAt: dockerTimeOrZero(c.State.StartedAt),
-    finishedAt: dockerTimeOrZero(c.State.FinishedAt),
+    createdAt,
+    startedAt: dockerTimeOrZero(c.State.StartedAt) || (failed ? createdAt : 0n),
+    finishedAt: dockerTimeOrZero(c.State.FinishedAt) || (failed ? createdAt : 0n),
     exitCode: state === "exited" ? c.State.ExitCode : 0,
     reason,
     message,

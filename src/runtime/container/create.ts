@@ -12,10 +12,11 @@ import type { ContainerCreateBody, HostConfig } from "../../docker/types.ts";
 import { invalidArgument } from "../../errors.ts";
 import type { ContainerSpec } from "./spec.ts";
 import { ATTEMPT_LABEL, IMAGE_LABEL, MOUNTS_LABEL, NAME_LABEL } from "./convert.ts";
-import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
+import { LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
 import { deviceMappings, dockerMountsFor, validateDevices, validateMounts } from "./mounts.ts";
 import { invalidNamePart } from "../naming.ts";
 import { hostResources } from "./resources.ts";
+import { clampOomScore, type OomScorePolicy } from "./oom-score.ts";
 import type { SandboxView } from "../sandbox/view.ts";
 import { securityHostConfig, validateSecurity, type HostSecurity, hostSecurity } from "./security.ts";
 
@@ -26,6 +27,10 @@ export interface CreateOptions {
   logMaxSize: string;
   logMaxFile: number;
   host?: HostSecurity;
+  /** Whether (and to what) oom_score_adj is clamped on this host; undefined: as asked. */
+  oomScore?: OomScorePolicy;
+  /** cridock's root directory, labelled on each container so that another cridock on the engine does not list it. */
+  rootDirectory?: string;
 }
 
 /** Everything that can be checked without dockerd; throws INVALID_ARGUMENT / UNIMPLEMENTED. */
@@ -108,6 +113,10 @@ export async function createBody(
     RestartPolicy: { Name: "no" },
     LogConfig: { Type: "json-file", Config: { "max-size": options.logMaxSize, "max-file": String(options.logMaxFile) } },
   };
+  // Docker gives 0 when none is set; a restricted host may need more than asked (oom-score.ts).
+  const oomScore = clampOomScore(Number(spec.resources?.oomScoreAdj ?? 0n), options.oomScore);
+  if (oomScore !== 0) host.OomScoreAdj = oomScore;
+  else delete host.OomScoreAdj;
   const internal: Record<string, string> = {
     [TYPE_LABEL]: TYPE_CONTAINER,
     [SANDBOX_ID_LABEL]: view.id,
@@ -117,6 +126,7 @@ export async function createBody(
     [ATTEMPT_LABEL]: String(spec.attempt),
   };
   if (spec.mounts.length > 0) internal[MOUNTS_LABEL] = JSON.stringify(spec.mounts);
+  if (options.rootDirectory) internal[ROOT_LABEL] = options.rootDirectory;
   const body: ContainerCreateBody = {
     Image: imageId,
     Env: spec.envs.map((e) => `${e.key}=${e.value}`),

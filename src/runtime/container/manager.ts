@@ -12,10 +12,11 @@ import type { Logger } from "../../log.ts";
 import type { LogFollowers } from "../../logs/followers.ts";
 import { hostCapabilities, privilegedStartFailure } from "./capabilities.ts";
 import { createBody, validateSpec, type CreateOptions } from "./create.ts";
+import { createMissingHostPaths } from "./mounts.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
-import { containerInfo, processUser, summaryInfo } from "./convert.ts";
+import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
-import { LOG_PATH_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
+import { LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
 import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
 import { containerName } from "../naming.ts";
 import { ContainerResizer } from "./resize.ts";
@@ -51,11 +52,17 @@ export class ContainerManager {
    * image are in the key). Frozen: the CRI layer caches encodings by object.
    */
   private readonly summaries = new Map<string, { key: string; info: ContainerSummaryInfo }>();
+  /**
+   * For containers Docker lists as "created": whether their start failed
+   * (Docker's list cannot say; an inspect can). Learnt once per container,
+   * or set by this cridock's own failed StartContainer, which always wins.
+   */
+  private readonly startFailures = new Map<string, boolean>();
 
   constructor(private readonly options: ContainerManagerOptions) {
     this.docker = options.docker;
     this.log = options.log.child({ component: "containers" });
-    this.resizer = new ContainerResizer(options.docker);
+    this.resizer = new ContainerResizer(options.docker, options.oomScore);
   }
 
   async create(sandboxId: string, spec: ContainerSpec): Promise<string> {
@@ -73,6 +80,8 @@ export class ContainerManager {
     const relabels = spec.mounts.some((m) => m.selinuxRelabel)
       ? ((await this.docker.info()).SecurityOptions ?? []).some((o) => o.includes("name=selinux"))
       : false;
+    const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
+    if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
     const body = await createBody(spec, view, image.id, targetId, this.options, { apiVersion: await this.docker.apiVersion(), relabels });
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
@@ -117,6 +126,7 @@ export class ContainerManager {
       try {
         await timer.time("docker.start", () => this.docker.startContainer(c.Id));
       } catch (err) {
+        this.startFailures.set(c.Id, true);
         if (logPath) await this.options.logs.touch(c.Id, logPath).catch(() => undefined);
         const refused = c.HostConfig.Privileged
           ? privilegedStartFailure(err, await hostCapabilities().catch(() => undefined), `container ${id}`)
@@ -162,6 +172,7 @@ export class ContainerManager {
       }
       await this.options.logs.forget(fullId);
       this.summaries.delete(fullId);
+      this.startFailures.delete(fullId);
     });
   }
 
@@ -201,11 +212,16 @@ export class ContainerManager {
     if (filter.sandboxId) filters.label!.push(`${SANDBOX_ID_LABEL}=${filter.sandboxId}`);
     if (filter.id) filters.id = [filter.id];
     const summaries = await this.docker.listContainers(filters);
+    await this.learnStartFailures(summaries);
     const out: ContainerSummaryInfo[] = [];
     const complete = !filter.id && !filter.sandboxId;
     const seen = complete ? new Map<string, { key: string; info: ContainerSummaryInfo }>() : undefined;
+    const root = this.options.rootDirectory;
     for (const s of summaries) {
       if (filter.id && !s.Id.startsWith(filter.id)) continue;
+      // Another cridock's on the same engine (see sandbox/queries.ts isOwnSandbox); unlabelled ones (older, cri-dockerd's) stay.
+      const owner = s.Labels?.[ROOT_LABEL];
+      if (root && owner !== undefined && owner !== root) continue;
       const info = this.summaryOf(s);
       seen?.set(s.Id, this.summaries.get(s.Id)!);
       if (filter.state && info.state !== filter.state) continue;
@@ -213,15 +229,31 @@ export class ContainerManager {
       out.push(info);
     }
     // A complete list names every container there is: forget the others.
-    if (seen) for (const id of this.summaries.keys()) if (!seen.has(id)) this.summaries.delete(id);
+    if (seen) {
+      for (const id of this.summaries.keys()) if (!seen.has(id)) this.summaries.delete(id);
+      for (const id of this.startFailures.keys()) if (!seen.has(id)) this.startFailures.delete(id);
+    }
     return out;
   }
 
+  /** Inspects each "created" container not judged yet (normally none: kubelet starts what it creates at once). */
+  private async learnStartFailures(summaries: readonly ContainerSummary[]): Promise<void> {
+    const unknown = summaries.filter((s) => s.State === "created" && !this.startFailures.has(s.Id));
+    await Promise.all(
+      unknown.map(async (s) => {
+        const c = await this.docker.inspectContainer(s.Id).catch(() => undefined);
+        // Gone meanwhile: nothing to learn. A verdict set meanwhile (own failed start) stands.
+        if (c && !this.startFailures.has(s.Id)) this.startFailures.set(s.Id, startFailed(c.State));
+      }),
+    );
+  }
+
   private summaryOf(s: ContainerSummary): ContainerSummaryInfo {
-    const key = `${s.State}\0${s.Names[0] ?? ""}\0${s.Image}\0${s.ImageID}\0${s.Created}`;
+    const failed = s.State === "created" && this.startFailures.get(s.Id) === true;
+    const key = `${s.State}\0${failed}\0${s.Names[0] ?? ""}\0${s.Image}\0${s.ImageID}\0${s.Created}`;
     const cached = this.summaries.get(s.Id);
     if (cached?.key === key) return cached.info;
-    const info = summaryInfo(s);
+    const info = summaryInfo(s, failed);
     Object.freeze(info.labels);
     Object.freeze(info.annotations);
     this.summaries.set(s.Id, { key, info: Object.freeze(info) });

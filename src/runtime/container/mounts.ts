@@ -15,15 +15,21 @@
  * lists "name=selinux"); elsewhere `z` does nothing and the request is
  * carried out like any other mount (critest asks for it on every host).
  *
+ * A host path that does not exist is created as a directory (0755) before
+ * the container is, as containerd's CRI plugin does and Docker's Binds did:
+ * kubelet checks a hostPath volume of type "" for nothing (kube-proxy's
+ * /lib/modules on a host without modules), and the Mount API refuses a
+ * missing source unless the engine honours CreateMountpoint.
+ *
  * A host path that is a symlink is resolved first, since the kernel would
  * otherwise mount the link's target under a name Docker never checked;
  * ContainerStatus still reports the paths exactly as requested (kept in a
  * label by container/create.ts).
  */
-import { realpath } from "node:fs/promises";
+import { mkdir, realpath } from "node:fs/promises";
 import { compareApiVersions } from "../../docker/api-version.ts";
 import type { DeviceMapping, DockerMount } from "../../docker/types.ts";
-import { invalidArgument, unimplemented } from "../../errors.ts";
+import { failedPrecondition, invalidArgument, unimplemented } from "../../errors.ts";
 import type { DeviceSpec, MountSpec } from "./spec.ts";
 
 const PROPAGATION: Record<MountSpec["propagation"], "rprivate" | "rslave" | "rshared"> = {
@@ -60,6 +66,32 @@ export function validateMounts(mounts: readonly MountSpec[]): void {
   }
 }
 
+/**
+ * Creates each missing host path as a directory (parents too, 0755).
+ * Returns the paths it created. A path that exists (as anything) is left
+ * alone; one that cannot be created (a parent is a file, a dangling
+ * symlink, a read-only filesystem) is FAILED_PRECONDITION with the cause.
+ */
+export async function createMissingHostPaths(mounts: readonly MountSpec[]): Promise<string[]> {
+  const created: string[] = [];
+  for (const m of mounts) {
+    const missing = await realpath(m.hostPath).then(
+      () => false,
+      (err: NodeJS.ErrnoException) => err.code === "ENOENT",
+    );
+    if (!missing) continue;
+    try {
+      await mkdir(m.hostPath, { recursive: true, mode: 0o755 });
+      // A dangling symlink "exists" to mkdir: only a path that now resolves counts.
+      await realpath(m.hostPath);
+    } catch (err) {
+      throw failedPrecondition(`mount ${m.containerPath}: host path ${m.hostPath} does not exist and cannot be created as a directory`, err);
+    }
+    created.push(m.hostPath);
+  }
+  return created;
+}
+
 /** The Engine API version from which the Mount API's read-only bind options exist. */
 export const READ_ONLY_BIND_OPTIONS_API = "1.44";
 
@@ -82,7 +114,7 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
         `mount ${m.containerPath}: recursive read-only mounts need Docker Engine API ${READ_ONLY_BIND_OPTIONS_API}; this engine speaks ${apiVersion}`,
       );
     }
-    // A missing host path is created by Docker (as a directory), like dockershim did.
+    // Missing host paths were created by createMissingHostPaths; a path that vanished since is Docker's to refuse.
     const source = await realpath(m.hostPath).catch(() => m.hostPath);
     if (source.includes(":")) throw invalidArgument(`mount host_path ${m.hostPath} resolves to "${source}", which contains ":"`);
     const relabel = m.selinuxRelabel && engineRelabels;

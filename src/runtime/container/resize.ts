@@ -15,15 +15,17 @@ import { readCgroupLimits } from "../../stats/cgroup-limits.ts";
 import { CgroupReader } from "../../stats/cgroups.ts";
 import { resourcesFromHostConfig, resourcesInForce, updateFor } from "./resources.ts";
 import type { ResourceSpec } from "./spec.ts";
+import type { OomScorePolicy } from "./oom-score.ts";
 
 export class ContainerResizer {
   constructor(
     private readonly docker: DockerClient,
+    private readonly oomScore?: OomScorePolicy,
     private readonly cgroups = new CgroupReader(),
   ) {}
 
   async update(c: ContainerInspect, requested: ResourceSpec): Promise<void> {
-    const update = updateFor(requested, c.HostConfig);
+    const update = updateFor(requested, c.HostConfig, this.oomScore);
     if (Object.keys(update).length === 0) return;
     const name = c.Name.replace(/^\//, "") || c.Id;
     if (update.Memory !== undefined && c.State.Running && c.State.Pid > 0) {

@@ -13,6 +13,7 @@ import type { HostConfig, Resources } from "../../docker/types.ts";
 import { invalidArgument, unimplemented } from "../../errors.ts";
 import type { CgroupLimits } from "../../stats/cgroup-limits.ts";
 import type { ResourceSpec } from "./spec.ts";
+import { clampOomScore, type OomScorePolicy } from "./oom-score.ts";
 
 /** `unified` keys Docker can carry out, and the HostConfig field each sets. */
 const PIDS_MAX = "pids.max";
@@ -125,12 +126,16 @@ function sameWeight(dockerShares: bigint, cgroupShares: bigint): boolean {
 
 /**
  * What UpdateContainerResources sends to Docker. Docker cannot change
- * oom_score_adj of a running container, so a different value is refused.
+ * oom_score_adj of a running container, so a different value is refused;
+ * on a restricted host the value compared is the clamped one, which is
+ * what the container was created with (kubelet resends its -997 on every
+ * resize of a Guaranteed pod).
  */
-export function updateFor(requested: ResourceSpec, current: HostConfig): Resources {
+export function updateFor(requested: ResourceSpec, current: HostConfig, oomScore?: OomScorePolicy): Resources {
   validateResources(requested);
   // 0 means "not given" in CRI (crictl update sends only what the user named).
-  if (requested.oomScoreAdj !== 0n && requested.oomScoreAdj !== BigInt(current.OomScoreAdj ?? 0)) {
+  const asked = requested.oomScoreAdj === 0n ? 0n : BigInt(clampOomScore(Number(requested.oomScoreAdj), oomScore));
+  if (requested.oomScoreAdj !== 0n && asked !== BigInt(current.OomScoreAdj ?? 0)) {
     throw unimplemented(
       `oom_score_adj cannot be changed on a created container through Docker (it is ${current.OomScoreAdj ?? 0}, ${requested.oomScoreAdj} was asked)`,
     );

@@ -9,12 +9,12 @@ import { readFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { invalidArgument } from "../../errors.ts";
 import type { ContainerCreateBody, HostConfig, PortBinding } from "../../docker/types.ts";
-import { CONTAINER_NAME_LABEL, TYPE_LABEL, TYPE_SANDBOX, toDockerLabels } from "../labels.ts";
+import { CONTAINER_NAME_LABEL, ROOT_LABEL, TYPE_LABEL, TYPE_SANDBOX, toDockerLabels } from "../labels.ts";
 import { SANDBOX_CONTAINER_NAME } from "../naming.ts";
 import type { SandboxSpec, SeccompSpec } from "./spec.ts";
+import { clampOomScore, type OomScorePolicy } from "../container/oom-score.ts";
 
-/** Internal label naming the cridock root directory that owns a sandbox (recovery only touches its own). */
-export const ROOT_LABEL = "io.cridock.root";
+export { ROOT_LABEL };
 
 export interface SandboxDockerOptions {
   image: string;
@@ -24,6 +24,8 @@ export interface SandboxDockerOptions {
   rootDirectory: string;
   logMaxSize: string;
   logMaxFile: number;
+  /** Whether (and to what) oom_score_adj is clamped on this host; undefined: as asked. */
+  oomScore?: OomScorePolicy;
 }
 
 export async function sandboxCreateBody(spec: SandboxSpec, options: SandboxDockerOptions): Promise<ContainerCreateBody> {
@@ -32,14 +34,17 @@ export async function sandboxCreateBody(spec: SandboxSpec, options: SandboxDocke
     NetworkMode: hostNetwork ? "host" : options.networkKind === "cni" ? "none" : "default",
     IpcMode: spec.namespaces.ipc === "node" ? "host" : "shareable",
     PidMode: spec.namespaces.pid === "node" ? "host" : "",
-    // No negative OomScoreAdj (cri-dockerd sets -998): lowering it needs CAP_SYS_RESOURCE,
-    // which dockerd lacks when it runs in a container itself, and start then fails in runc.
     RestartPolicy: { Name: "no" },
     LogConfig: { Type: "json-file", Config: { "max-size": options.logMaxSize, "max-file": String(options.logMaxFile) } },
     Privileged: spec.security.privileged,
     ReadonlyRootfs: spec.security.readonlyRootfs,
     SecurityOpt: await seccompOptions(spec.security.seccomp, spec.security.privileged),
   };
+  // No negative score (cri-dockerd sets -998): lowering it needs CAP_SYS_RESOURCE, which
+  // dockerd lacks when it runs in a container itself, and start then fails in runc. Docker's
+  // default is 0, raised to the floor on a restricted host whose runtime runs above 0.
+  const oomScore = clampOomScore(0, options.oomScore);
+  if (oomScore !== 0) host.OomScoreAdj = oomScore;
   if (spec.cgroupParent) {
     // Docker's systemd driver takes a slice name, not a path (cri-dockerd does the same).
     host.CgroupParent = options.cgroupDriver === "systemd" ? basename(spec.cgroupParent) : spec.cgroupParent;

@@ -31,6 +31,7 @@ import {
 } from "./record.ts";
 import { bandwidthFromAnnotations, validateSandboxSpec, type SandboxSpec } from "./spec.ts";
 import type { SandboxLookup, SandboxView } from "./view.ts";
+import type { OomScorePolicy } from "../container/oom-score.ts";
 
 export interface SandboxManagerOptions {
   docker: DockerClient;
@@ -43,6 +44,8 @@ export interface SandboxManagerOptions {
   rootDirectory: string;
   logMaxSize: string;
   logMaxFile: number;
+  /** Whether (and to what) oom_score_adj is clamped on this host (container/oom-score.ts). */
+  oomScore?: OomScorePolicy;
   cgroupDriver: () => Promise<"systemd" | "cgroupfs">;
   /** Docker runtime names (docker info .Runtimes). */
   runtimeNames: () => Promise<string[]>;
@@ -123,6 +126,7 @@ export class SandboxManager implements SandboxLookup {
         rootDirectory: this.options.rootDirectory,
         logMaxSize: this.options.logMaxSize,
         logMaxFile: this.options.logMaxFile,
+        oomScore: this.options.oomScore,
       });
     } catch (err) {
       if (err instanceof CridockError && err.code === "INVALID_ARGUMENT") throw err;
@@ -388,7 +392,7 @@ export class SandboxManager implements SandboxLookup {
   }
 
   async list(filter: SandboxListFilter = {}): Promise<SandboxSummary[]> {
-    return listSandboxes(this.docker, this.records, filter);
+    return listSandboxes(this.docker, this.records, filter, this.options.rootDirectory);
   }
 
   async view(idOrPrefix: string): Promise<SandboxView> {

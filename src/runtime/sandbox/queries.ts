@@ -10,6 +10,8 @@ import { invalidArgument } from "../../errors.ts";
 import type { ContainerInspect, ContainerSummary } from "../../docker/types.ts";
 import { TYPE_LABEL, TYPE_SANDBOX, matchesSelector } from "../labels.ts";
 import { validateId } from "../lookup.ts";
+import { parseName } from "../naming.ts";
+import { ROOT_LABEL } from "./docker.ts";
 import {
   describe,
   dockerTimeToNanos,
@@ -63,10 +65,29 @@ export async function sandboxStatus(docker: DockerClient, { id, container, recor
   };
 }
 
+/**
+ * Whether a container Docker lists with the sandbox type label is a pod
+ * sandbox of this runtime. ListPodSandbox is what `kubeadm reset` stops and
+ * removes one by one, and what kubelet kills as orphans when no pod of its
+ * own matches, so the label alone (which anyone can set) is not enough. A
+ * sandbox with a checkpoint here is ours; any other must bear a sandbox name
+ * (k8s_POD_<pod>_<namespace>_<uid>_<attempt>, as cridock and cri-dockerd
+ * name them) and no other cridock's root label: cri-dockerd's pods stay
+ * listed (a node switching runtimes keeps them), another cridock's on the
+ * same engine do not.
+ */
+export function isOwnSandbox(c: Pick<ContainerSummary, "Names" | "Labels">, rootDirectory: string, hasRecord: boolean): boolean {
+  if (hasRecord) return true;
+  if (!parseName(c.Names[0] ?? "")?.isSandbox) return false;
+  const root = c.Labels?.[ROOT_LABEL];
+  return root === undefined || root === rootDirectory;
+}
+
 export async function listSandboxes(
   docker: DockerClient,
   records: Map<string, SandboxRecord>,
   filter: SandboxListFilter,
+  rootDirectory: string,
 ): Promise<SandboxSummary[]> {
   const query: Record<string, string[]> = { label: [`${TYPE_LABEL}=${TYPE_SANDBOX}`] };
   if (filter.id) query.id = [validateId(filter.id, "pod sandbox")];
@@ -75,8 +96,9 @@ export async function listSandboxes(
   const seen = new Set<string>();
   for (const c of containers) {
     if (filter.id && !c.Id.startsWith(filter.id)) continue;
-    seen.add(c.Id);
     const record = records.get(c.Id);
+    if (!isOwnSandbox(c, rootDirectory, record !== undefined)) continue;
+    seen.add(c.Id);
     out.push({
       id: c.Id,
       ...describe(record, c),

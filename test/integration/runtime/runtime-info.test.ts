@@ -29,6 +29,8 @@ t.test("runtime info RPCs", async (t) => {
   t.test("Version answers what kubelet checks", async (t) => {
     const v = await client.call("Version", { version: "v1" });
     t.same(v, { version: "0.1.0", runtimeName: "docker", runtimeVersion: dockerVersion.Version, runtimeApiVersion: "v1" });
+    // kubelet writes `<runtime_name>://<runtime_version>` into the node's containerRuntimeVersion, as with cri-dockerd.
+    t.equal(`${v.runtimeName}://${v.runtimeVersion}`, `docker://${dockerVersion.Version}`);
   });
 
   t.test("Status: runtime and network ready, handlers listed", async (t) => {
@@ -42,6 +44,12 @@ t.test("runtime info RPCs", async (t) => {
     const verbose = await client.call("Status", { verbose: true });
     const config = JSON.parse(verbose.info.config);
     t.equal(config.listenSocket, cridock.socketPath, "verbose info carries the effective config");
+    // kubeadm 1.36 reads the pause image from here and expects registry.k8s.io/pause:3.10.2.
+    t.equal(config.sandboxImage, "registry.k8s.io/pause:3.10.2", "sandboxImage is the default pause image");
+    const other = await startCridockProcess({ flags: ["--network-plugin=no-op", "--pod-infra-container-image=127.0.0.1:5000/x/pause:9"] });
+    t.teardown(() => other.stop());
+    const otherConfig = JSON.parse((await other.client.call("Status", { verbose: true })).info.config);
+    t.equal(otherConfig.sandboxImage, "127.0.0.1:5000/x/pause:9", "sandboxImage is the configured pause image");
   });
 
   t.test("RuntimeConfig reports Docker's cgroup driver", async (t) => {

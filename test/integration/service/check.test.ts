@@ -9,7 +9,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../helpers/cridock-process.ts";
-import { REGISTRY, cridockTestFlags, makeCniConfDir } from "../../helpers/env.ts";
+import { BUSYBOX_IMAGE, REGISTRY, TEST_DOCKER_ENDPOINT, cridockTestFlags, makeCniConfDir } from "../../helpers/env.ts";
+import { readOomScoreFacts } from "../../../src/runtime/container/oom-score.ts";
 
 function check(...flags: string[]) {
   const result = spawnSync(process.execPath, [join(REPO_ROOT, "bin/cridock.js"), "check", ...flags], { encoding: "utf8", timeout: 120_000 });
@@ -28,11 +29,11 @@ t.test("the test environment's configuration can serve pods", async (t) => {
   const r = check(...base);
   t.equal(r.status, 0, r.stdout + r.stderr);
   t.same(
-    r.lines.slice(0, 8).map((l) => l.split(/\s+/)[1]),
-    ["docker", "cgroup", "cni", "root-directory", "capabilities", "pause-image", "streaming", "socket"],
+    r.lines.slice(0, 9).map((l) => l.split(/\s+/)[1]),
+    ["docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "pause-image", "streaming", "socket"],
     "one line per item, in order",
   );
-  for (const line of r.lines.slice(0, 8)) t.match(line, /^(OK|WARN) /, line);
+  for (const line of r.lines.slice(0, 9)) t.match(line, /^(OK|WARN) /, line);
   t.match(r.stdout, /^OK +docker +dockerd \S+ at unix:\/\/\/var\/run\/docker\.sock, Engine API 1\.\d+/m);
   t.match(r.stdout, /^(OK|WARN) +cgroup +driver (cgroupfs|systemd), cgroup v[12]/m);
   t.match(r.stdout, new RegExp(`^OK +cni +network ${cni.networkName} from ${cni.dir}`, "m"));
@@ -67,6 +68,44 @@ t.test("no CNI config, an unpullable pause image, a file where the socket goes, 
   t.match(r.stdout, /^FAIL pause-image +\S+no-such-pause:0 is not present and cannot be pulled.* — fix: docker pull/m);
   t.match(r.stdout, /^FAIL socket +.*not-a-socket exists and is not a socket/m);
   t.match(r.stdout, /^FAIL streaming +cannot listen on 192\.0\.2\.1:10010/m);
+});
+
+t.test("capabilities: the check says what the engine under test does with privileged pods", async (t) => {
+  const env = { ...process.env, DOCKER_HOST: TEST_DOCKER_ENDPOINT };
+  // The oracle: the engine, asked directly (as the runtime's own privileged test does).
+  const direct = spawnSync("docker", ["run", "--rm", "--privileged", "--network=none", "--entrypoint=true", BUSYBOX_IMAGE], { encoding: "utf8", timeout: 120_000, env });
+  const engineCan = direct.status === 0;
+  const r = check(...base, `--docker-endpoint=${TEST_DOCKER_ENDPOINT}`);
+  const line = r.lines.find((l) => l.split(/\s+/)[1] === "capabilities") ?? "";
+  t.comment(line);
+  if (!/lacks/.test(line)) {
+    t.match(line, /^OK +capabilities +all \d+ capabilities in the bounding set/);
+  } else if (engineCan) {
+    t.match(line, /^OK +capabilities +bounding set lacks .*: Docker \S+ started a privileged container .* privileged pods run with those/, "the engine runs privileged pods, and the check says so");
+    t.notMatch(line, /refused/);
+  } else {
+    t.match(line, /^WARN capabilities +bounding set lacks .*, and Docker \S+ refused to start a privileged container .* privileged pods fail with FAILED_PRECONDITION/, direct.stderr);
+  }
+  const left = spawnSync("docker", ["ps", "-aq", "--filter", "label=io.cridock.check"], { encoding: "utf8", env });
+  t.equal(left.stdout.trim(), "", "the check's privileged container is gone");
+});
+
+t.test("oom-score-adj says whether this host can lower scores, and fails when the flag forces what cannot work", async (t) => {
+  // The check is a child of this process: it has the same bounding set, namespace and score.
+  const facts = await readOomScoreFacts();
+  const hostRestricted = !facts.sysResourceInBoundingSet || facts.inUserNamespace;
+  const auto = check(...base);
+  const forcedOff = check(...base, "--restrict-oom-score-adj=false");
+  const forcedOn = check(...base, "--restrict-oom-score-adj=true");
+  if (hostRestricted) {
+    t.match(auto.stdout, new RegExp(`^WARN oom-score-adj +restricted \\(.*\\): scores below ${facts.ownScore} are raised to ${facts.ownScore}`, "m"));
+    t.equal(forcedOff.status, 1, "Guaranteed pods could not start");
+    t.match(forcedOff.stdout, /^FAIL oom-score-adj .*Permission denied.* — fix: drop --restrict-oom-score-adj=false/m);
+  } else {
+    t.match(auto.stdout, /^OK +oom-score-adj +scores are applied as kubelet asks/m);
+    t.equal(forcedOff.verdict("oom-score-adj"), "OK");
+  }
+  t.match(forcedOn.stdout, new RegExp(`^(OK|WARN) +oom-score-adj +.*raised to ${facts.ownScore}`, "m"));
 });
 
 t.test("bad flags are refused like the server refuses them", async (t) => {

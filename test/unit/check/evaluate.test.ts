@@ -9,7 +9,9 @@ function goodFacts(): NodeFacts {
     cni: { plugin: "cni", confDir: "/etc/cni/net.d", binDirs: ["/opt/cni/bin"], config: { file: "/etc/cni/net.d/10-cridock.conflist", name: "cridock", plugins: ["bridge", "portmap"] }, problems: [], loopback: true },
     root: { path: "/var/lib/cridock", existing: "/var/lib", fsType: "ext4", mountPoint: "/", readOnly: false, writable: true, freeBytes: 10 * 1024 ** 3 },
     capabilities: { granted: ["CAP_CHOWN"], missing: [] },
-    pause: { image: "registry.k8s.io/pause:3.10", present: true },
+    privileged: { tried: false, reason: "the bounding set is full" },
+    oomScore: { restricted: false, hostRestricted: false, floor: 0, reason: "scores can be lowered" },
+    pause: { image: "registry.k8s.io/pause:3.10.2", present: true },
     streaming: { host: "127.0.0.1", port: 0, bindable: true },
     socket: { activated: false, path: "/var/run/cridock.sock", state: "absent", dirUsable: true },
   };
@@ -23,7 +25,7 @@ function item(facts: NodeFacts, name: string) {
 
 t.test("a good node: every item OK, exit 0, one line each", async (t) => {
   const items = evaluate(goodFacts());
-  t.same(items.map((i) => i.name), ["docker", "cgroup", "cni", "root-directory", "capabilities", "pause-image", "streaming", "socket"]);
+  t.same(items.map((i) => i.name), ["docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "pause-image", "streaming", "socket"]);
   t.ok(items.every((i) => i.verdict === "ok"), formatItems(items));
   t.equal(exitCode(items), 0);
   t.equal(formatItems(items).split("\n").length, items.length);
@@ -41,6 +43,7 @@ t.test("what stops cridock from serving pods fails, with a fix", async (t) => {
     ["pause-image", (f) => (f.pause = { image: "x/pause:1", present: false, pullable: false, error: "manifest unknown" }), /docker pull/],
     ["streaming", (f) => (f.streaming = { host: "10.9.9.9", port: 1, bindable: false, error: "EADDRNOTAVAIL" }), /--streaming-bind-addr/],
     ["socket", (f) => (f.socket = { activated: false, path: "/run/x.sock", state: "not-socket", dirUsable: true }), /remove/],
+    ["oom-score-adj", (f) => (f.oomScore = { restricted: false, hostRestricted: true, floor: 0, reason: "--restrict-oom-score-adj=false although the capability bounding set lacks CAP_SYS_RESOURCE" }), /restrict-oom-score-adj=false/],
     ["socket", (f) => (f.socket = { activated: false, path: "/ro/x.sock", state: "absent", dirUsable: false, dirError: "/ro is not writable" }), /writable directory/],
   ];
   for (const [name, change, fix] of cases) {
@@ -57,6 +60,7 @@ t.test("what stops cridock from serving pods fails, with a fix", async (t) => {
 t.test("limitations warn but do not fail", async (t) => {
   const cases: [string, (f: NodeFacts) => void][] = [
     ["capabilities", (f) => (f.capabilities = { granted: ["CAP_CHOWN"], missing: ["CAP_SYS_RESOURCE"] })],
+    ["oom-score-adj", (f) => (f.oomScore = { restricted: true, hostRestricted: true, floor: 0, reason: "the capability bounding set lacks CAP_SYS_RESOURCE" })],
     ["cgroup", (f) => f.docker.ok && (f.docker.cgroupVersion = "1") && (f.hostCgroupVersion = 1)],
     ["root-directory", (f) => (f.root = { ...f.root, fsType: "nfs4" })],
     ["socket", (f) => (f.socket = { activated: false, path: "/run/x.sock", state: "live", mode: 0o140666, dirUsable: true })],
@@ -67,14 +71,37 @@ t.test("limitations warn but do not fail", async (t) => {
     t.equal(item(facts, name).verdict, "warn", `${name}: ${item(facts, name).detail}`);
     t.equal(exitCode(evaluate(facts)), 0);
   }
-  const caps = goodFacts();
-  caps.capabilities = { granted: ["CAP_CHOWN"], missing: ["CAP_SYS_RESOURCE"] };
-  t.match(item(caps, "capabilities").detail, /CAP_SYS_RESOURCE.*privileged pods are refused/);
+});
+
+t.test("capabilities: the check says what the engine did with a privileged container", async (t) => {
+  const restricted = (privileged: NodeFacts["privileged"]) => {
+    const f = goodFacts();
+    f.capabilities = { granted: ["CAP_CHOWN", "CAP_KILL"], missing: ["CAP_SYS_RESOURCE"] };
+    f.privileged = privileged;
+    return item(f, "capabilities");
+  };
+  const started = restricted({ tried: true, outcome: "started" });
+  t.equal(started.verdict, "ok", "an engine that starts privileged containers here runs privileged pods");
+  t.match(started.detail, /lacks CAP_SYS_RESOURCE: Docker 29\.0\.0 started a privileged container with the 2 capabilities the host has, so privileged pods run with those/);
+  t.notMatch(started.detail, /refused/, "no word of refusal when the engine runs them");
+
+  const refused = restricted({ tried: true, outcome: "refused", message: "unable to apply caps: operation not permitted" });
+  t.equal(refused.verdict, "warn");
+  t.match(refused.detail, /Docker 29\.0\.0 refused to start a privileged container \(unable to apply caps.*\): privileged pods fail with FAILED_PRECONDITION/);
+  t.match(refused.fix ?? "", /current Docker Engine/);
+
+  const untried = restricted({ tried: false, reason: "the pause image registry.k8s.io/pause:3.10.2 is not present" });
+  t.equal(untried.verdict, "warn");
+  t.match(untried.detail, /left to the engine.*not tried: the pause image/);
+
+  const other = restricted({ tried: true, outcome: "error", message: "No such image" });
+  t.equal(other.verdict, "warn");
+  t.match(other.detail, /failed for another reason \(No such image\)/);
 });
 
 t.test("absent but pullable pause image, no-op network, fd:// socket are fine", async (t) => {
   const f = goodFacts();
-  f.pause = { image: "registry.k8s.io/pause:3.10", present: false, pullable: true };
+  f.pause = { image: "registry.k8s.io/pause:3.10.2", present: false, pullable: true };
   f.cni = { plugin: "no-op" };
   f.socket = { activated: true };
   t.equal(exitCode(evaluate(f)), 0);

@@ -5,7 +5,7 @@
  * whose label count differs, and a duplicate series breaks the scrape).
  */
 import t from "tap";
-import { BASE_LABEL_KEYS, metricDescriptors, seriesMetrics, type SeriesSource } from "../../../src/metrics/cadvisor.ts";
+import { BASE_LABEL_KEYS, metricDescriptors, seriesMetrics, type SeriesSource } from "../../../src/runtime/cadvisor-metrics.ts";
 
 const NS = 1_000_000_000n;
 

@@ -50,3 +50,25 @@ t.test("recursive read-only is checked before the engine is asked", async (t) =>
   t.throws(() => validateMounts([mount({ readonly: true, recursiveReadOnly: true, propagation: "bidirectional" })]), { code: "INVALID_ARGUMENT", message: /private propagation/ });
   t.doesNotThrow(() => validateMounts([mount({ readonly: true, recursiveReadOnly: true })]), "valid RRO is left to the engine");
 });
+
+t.test("a missing host path is created as a directory before the container, as containerd does", async (t) => {
+  const { mkdtemp, rm, stat, symlink, writeFile } = await import("node:fs/promises");
+  const { tmpdir } = await import("node:os");
+  const { join } = await import("node:path");
+  const { createMissingHostPaths } = await import("../../../../src/runtime/container/mounts.ts");
+  const dir = await mkdtemp(join(tmpdir(), "cridock-mounts-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const existing = join(dir, "existing-file");
+  await writeFile(existing, "x");
+  const missing = join(dir, "lib/modules");
+  const created = await createMissingHostPaths([mount({ hostPath: existing }), mount({ hostPath: missing, containerPath: "/lib/modules" })]);
+  t.same(created, [missing], "only the missing one");
+  const s = await stat(missing);
+  t.ok(s.isDirectory(), "created as a directory, parents too");
+  t.equal(s.mode & 0o777, 0o755 & ~process.umask());
+  t.ok((await stat(existing)).isFile(), "an existing file stays a file (single-file binds)");
+  t.same(await createMissingHostPaths([mount({ hostPath: missing })]), [], "nothing to do the second time");
+  await symlink(join(dir, "nowhere"), join(dir, "dangling"));
+  t.same(await createMissingHostPaths([mount({ hostPath: join(existing, "below") })]), [], "below a file: not missing but wrong, left to Docker's refusal");
+  await t.rejects(createMissingHostPaths([mount({ hostPath: join(dir, "dangling") })]), { code: "FAILED_PRECONDITION", message: /dangling.*cannot be created/ }, "a dangling symlink is refused");
+});

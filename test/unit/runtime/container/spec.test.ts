@@ -1,7 +1,7 @@
 import t from "tap";
 import { createBody, checkLogPath, validateSpec } from "../../../../src/runtime/container/create.ts";
 import type { ContainerSpec, SecuritySpec } from "../../../../src/runtime/container/spec.ts";
-import { containerInfo, reasonOf, stateOf } from "../../../../src/runtime/container/convert.ts";
+import { containerInfo, reasonOf, stateOf, summaryInfo } from "../../../../src/runtime/container/convert.ts";
 import { EMPTY_RESOURCES, hostResources, updateFor } from "../../../../src/runtime/container/resources.ts";
 import { securityHostConfig, type HostSecurity } from "../../../../src/runtime/container/security.ts";
 import type { SandboxView } from "../../../../src/runtime/sandbox/view.ts";
@@ -139,4 +139,27 @@ t.test("Docker state → CRI state and reason", async (t) => {
   t.equal(info.attempt, 1);
   t.equal(info.mounts[0]!.hostPath, "/link");
   t.equal(info.resources.memoryLimitInBytes, 5n);
+});
+
+t.test("a container whose start failed is exited, ContainerCannotRun, finished when it was created", async (t) => {
+  const created = "2024-01-01T00:00:00.000000001Z";
+  const failed = (state: Partial<ContainerInspect["State"]>) =>
+    containerInfo({
+      Id: "c".repeat(64), Name: "/k8s_app_pod_ns_u1_0", Created: created, Image: "sha256:abc",
+      State: { Status: "created", Running: false, Paused: false, Restarting: false, OOMKilled: false, Dead: false, Pid: 0, ExitCode: 127, Error: 'exec: "/no/such": stat /no/such: no such file or directory', StartedAt: "0001-01-01T00:00:00Z", FinishedAt: "0001-01-01T00:00:00Z", ...state },
+      Config: { Labels: { "io.kubernetes.docker.type": "container" } }, HostConfig: {},
+    } as unknown as ContainerInspect);
+  const info = failed({});
+  t.equal(info.state, "exited");
+  t.equal(info.exitCode, 127);
+  t.equal(info.reason, "ContainerCannotRun");
+  t.match(info.message, /no such file/);
+  t.equal(info.finishedAt, 1704067200000000001n, "kubelet's backoff counts from finished_at: never 0");
+  t.equal(info.startedAt, 1704067200000000001n);
+  const notStarted = failed({ ExitCode: 0, Error: "" });
+  t.equal(notStarted.state, "created", "created and not started yet stays CREATED");
+  t.equal(notStarted.finishedAt, 0n);
+  const summary = { Id: "c".repeat(64), Names: ["/k8s_app_pod_ns_u1_0"], Image: "busybox", ImageID: "sha256:abc", State: "created", Created: 1, Labels: {} };
+  t.equal(summaryInfo(summary as never).state, "created");
+  t.equal(summaryInfo(summary as never, true).state, "exited", "ListContainers agrees with ContainerStatus once the failure is known");
 });

@@ -15,7 +15,7 @@ const DIGEST = "sha256:" + "ab".repeat(32);
 function inspect(overrides: Partial<ImageInspect> = {}): ImageInspect {
   return {
     Id: ID,
-    RepoTags: ["registry.k8s.io/pause:3.10", "127.0.0.1:5000/cridock-test/pause:3.10"],
+    RepoTags: ["registry.k8s.io/pause:3.10.2", "127.0.0.1:5000/cridock-test/pause:3.10"],
     RepoDigests: [`127.0.0.1:5000/cridock-test/pause@${DIGEST}`],
     Created: "2026-01-01T00:00:00Z",
     Config: { User: "65535:65535", Cmd: ["/pause"], Env: ["PATH=/bin"] },
@@ -40,9 +40,9 @@ t.test("USER: numeric part → uid, otherwise username; the group is ignored", a
 });
 
 t.test("pinned: by tag in any spelling, by digest, by id", async (t) => {
-  const tags = ["registry.k8s.io/pause:3.10"];
+  const tags = ["registry.k8s.io/pause:3.10.2"];
   const digests = [`127.0.0.1:5000/cridock-test/pause@${DIGEST}`];
-  t.ok(new PinnedImages(["registry.k8s.io/pause:3.10"]).isPinned(ID, tags, digests));
+  t.ok(new PinnedImages(["registry.k8s.io/pause:3.10.2"]).isPinned(ID, tags, digests));
   t.notOk(new PinnedImages(["registry.k8s.io/pause:3.9"]).isPinned(ID, tags, digests));
   t.ok(new PinnedImages(["busybox"]).isPinned(ID, ["busybox:latest"], []), "docker.io short names match");
   t.ok(new PinnedImages([`127.0.0.1:5000/cridock-test/pause@${DIGEST}`]).isPinned(ID, [], digests));
@@ -51,10 +51,10 @@ t.test("pinned: by tag in any spelling, by digest, by id", async (t) => {
 });
 
 t.test("inspect → record keeps Docker's names and size, takes the user from the config", async (t) => {
-  const record = recordFromInspect(inspect(), new PinnedImages(["registry.k8s.io/pause:3.10"]));
+  const record = recordFromInspect(inspect(), new PinnedImages(["registry.k8s.io/pause:3.10.2"]));
   t.same(record, {
     id: ID,
-    repoTags: ["registry.k8s.io/pause:3.10", "127.0.0.1:5000/cridock-test/pause:3.10"],
+    repoTags: ["registry.k8s.io/pause:3.10.2", "127.0.0.1:5000/cridock-test/pause:3.10"],
     repoDigests: [`127.0.0.1:5000/cridock-test/pause@${DIGEST}`],
     size: 1982256n,
     uid: 65535n,
@@ -88,7 +88,7 @@ t.test("summary → record equals inspect → record for the same image", async 
     Labels: null,
     Containers: -1,
   };
-  const pinned = new PinnedImages(["registry.k8s.io/pause:3.10"]);
+  const pinned = new PinnedImages(["registry.k8s.io/pause:3.10.2"]);
   t.same(recordFromSummary(summary, parseImageUser(image.Config?.User), pinned), recordFromInspect(image, pinned));
 });
 
