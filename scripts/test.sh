@@ -4,7 +4,8 @@
 # (one file at a time: they share dockerd), the fault suite (kill -9 loops,
 # log integrity across restarts, races, a gRPC fuzzer; bounded to a few
 # minutes), the kubelet end-to-end tests (twice: kubelet's generic PLEG, then
-# evented PLEG), the Deno tests (the smoke tests, then the critest focus
+# evented PLEG), the kubeadm cluster suite (scripts/cluster.sh up, kubectl
+# against it, down), the Deno tests (the smoke tests, then the critest focus
 # against cridock under Deno) and the critest conformance runs. Ends with one
 # line "N passed, N failed" (tap test points plus critest specs, of every
 # engine) and exits non-zero if anything failed.
@@ -18,7 +19,7 @@
 #                       the integration tests and critest.
 # CRIDOCK_TEST_ENGINES (space-separated names) limits the run to some of them.
 #
-# Usage: scripts/test.sh [unit|integration|faults|e2e|deno|conformance]...   (default: all, in that order)
+# Usage: scripts/test.sh [unit|integration|faults|e2e|cluster|deno|conformance]...   (default: all, in that order)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -99,6 +100,26 @@ run_e2e() {
   SUITE_ENV=()
 }
 
+# The cluster suite (test/cluster), once, on the primary engine: a kubeadm
+# cluster on cridock (scripts/cluster.sh builds or reuses kubeadm, the
+# control plane and their images; its dockerd is a private one of the Engine
+# 29 build), kubelet with its default PLEG (test/e2e covers the evented one),
+# driven with kubectl. The cluster goes down whatever the tests did.
+run_cluster() {
+  local engine="$1" status=0
+  echo "# ---- cluster@$engine (kubeadm cluster on cridock)"
+  bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" up </dev/null >"$RESULTS_DIR/cluster-up.env" || status=$?
+  if ((status != 0)); then
+    SUMMARY_ARGS+=(--failed "cluster@$engine=scripts/cluster.sh up exited with $status (see $ENV_LOG_DIR/cluster-*.log)")
+  else
+    SUITE_ENV=(KUBECONFIG="$(sed -n 's/^export KUBECONFIG=//p' "$RESULTS_DIR/cluster-up.env")" CRIDOCK_CLUSTER_BIN_DIR="$KUBERNETES_BIN_DIR")
+    run_tap_suite cluster "$engine" --jobs=1 --timeout=900
+    SUITE_ENV=()
+  fi
+  bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" down </dev/null ||
+    SUMMARY_ARGS+=(--failed "cluster-down@$engine=scripts/cluster.sh down exited non-zero")
+}
+
 # run_conformance NAME ENGINE [critest flags...]: one critest run against a private cridock on ENGINE.
 run_conformance() {
   local name="$1@$2" engine="$2"; shift 2
@@ -141,7 +162,7 @@ prepare() {
 
 main() {
   local suites=("$@")
-  ((${#suites[@]} > 0)) || suites=(unit integration faults e2e deno conformance)
+  ((${#suites[@]} > 0)) || suites=(unit integration faults e2e cluster deno conformance)
   choose_engines
   prepare
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
@@ -159,6 +180,7 @@ main() {
         integration) run_tap_suite integration "$engine" --jobs=1 --timeout=600 ;;
         faults) run_tap_suite faults "$engine" --jobs=1 --timeout=300 ;;
         e2e) run_e2e "$engine" ;;
+        cluster) run_cluster "$engine" ;;
         deno)
           run_tap_suite deno "$engine" --jobs=1 --timeout=300
           # The whole critest focus once more, against cridock started with Deno.
@@ -172,7 +194,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, faults, e2e, deno, conformance)" ;;
+        *) die "unknown suite '$suite' (unit, integration, faults, e2e, cluster, deno, conformance)" ;;
       esac
     done
   done
