@@ -214,7 +214,7 @@ async function main(): Promise<void> {
     if (spec.registryOnly && needsLoad) await docker(["image", "rm", ...spec.tags]);
   }
   const missing: string[] = [];
-  for (const spec of CATALOG) {
+  for (const spec of catalog) {
     if (spec.registryOnly) continue;
     for (const tag of spec.tags) if ((await localImageId(tag)) === null) missing.push(tag);
   }
