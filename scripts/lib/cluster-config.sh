@@ -77,8 +77,10 @@ EOF
 }
 
 # The node's pod CIDR is the first /24 of the pod subnet (the controller
-# manager's first allocation, node-cidr-mask-size 24). The bridge plugin also
-# takes the range kubelet sends (capability ipRanges) once the node has one.
+# manager's first allocation, node-cidr-mask-size 24), written into the
+# host-local range. Not also the ipRanges capability: host-local prepends a
+# runtime range to the configured ones and then refuses the overlap ("range
+# set 0 overlaps with 1"), in ADD and in DEL alike.
 cluster_node_pod_cidr() {
   local base="${CLUSTER_POD_SUBNET%/*}"
   echo "${base%.*.*}.0.0/24"
@@ -97,7 +99,6 @@ write_cni_config() {
       "isGateway": true,
       "ipMasq": true,
       "hairpinMode": true,
-      "capabilities": { "ipRanges": true },
       "ipam": {
         "type": "host-local",
         "dataDir": "$CLUSTER_STATE_DIR/cni/ipam",
