@@ -86,6 +86,10 @@ cluster_node_pod_cidr() {
   echo "${base%.*.*}.0.0/24"
 }
 
+# The firewall plugin accepts the pods' forwarded traffic: the node's dockerd
+# sets the FORWARD policy to DROP, and kube-proxy's own FORWARD rules accept
+# only what it masquerades or what is already established, so a pod's first
+# packet to a Service (DNAT'd back onto the bridge) would be dropped.
 write_cni_config() {
   mkdir -p "$CLUSTER_CNI_CONF_DIR" "$CLUSTER_STATE_DIR/cni/ipam"
   cat >"$CLUSTER_CNI_CONF_DIR/10-cluster.conflist" <<EOF
@@ -106,6 +110,7 @@ write_cni_config() {
         "routes": [{ "dst": "0.0.0.0/0" }]
       }
     },
+    { "type": "firewall" },
     { "type": "portmap", "capabilities": { "portMappings": true } }
   ]
 }
