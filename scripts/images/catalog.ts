@@ -9,6 +9,7 @@ import {
   AUTH_BUSYBOX_IMAGE,
   AUTH_TEST_IMAGE,
   BUSYBOX_IMAGE,
+  CURL_IMAGE,
   DEFAULT_PAUSE_IMAGE,
   HTTPD_IMAGE,
   LIST_IMAGES,
@@ -117,5 +118,12 @@ CATALOG.push(
   { tags: [PULL_TEST_IMAGE], contents: tinyShell, config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/image": "pull" } } },
   { tags: [AUTH_TEST_IMAGE], contents: tinyShell, config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/image": "auth" } } },
 );
+
+CATALOG.push({
+  tags: [CURL_IMAGE],
+  contents: () => [...fullUserland(), ...hostBinaryEntries(["/usr/bin/curl"])],
+  config: { Cmd: ["sh"], Env: [PATH_ENV] },
+  registryOnly: true,
+});
 
 CATALOG.push(...CRITEST_IMAGES);

@@ -38,6 +38,12 @@ export const PAUSE_IMAGE = `${REGISTRY}/cridock-test/pause:3.10`;
 export const DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10.2";
 /** busybox-static with every applet linked, users root/nobody(65534)/www-data(33), CMD ["sh"]. */
 export const BUSYBOX_IMAGE = `${REGISTRY}/cridock-test/busybox:1.36`;
+/**
+ * BUSYBOX_IMAGE's userland plus Debian's curl (busybox's wget has no working
+ * TLS): the cluster suite calls the API server from a pod with it. Only in
+ * REGISTRY (the cluster's dockerd pulls it), never loaded into the engines.
+ */
+export const CURL_IMAGE = `${REGISTRY}/cridock-test/curl:1`;
 /** busybox httpd in the foreground on port 80; prints a line containing "httpd" at start. */
 export const HTTPD_IMAGE = `${REGISTRY}/cridock-test/httpd:2.4`;
 /** BUSYBOX_IMAGE, pushed to the auth registry only: pulling it needs credentials. */
