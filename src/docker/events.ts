@@ -113,6 +113,16 @@ export class ContainerEventStream {
     }
   }
 
+  /**
+   * Tells the subscribers of a change dockerd made without an event of its
+   * own. A failed start ends a container's attempt (it stays "created" with
+   * an exit code) and Docker announces nothing, while kubelet's evented PLEG
+   * learns that a container stopped only from an event.
+   */
+  announce(event: DockerContainerEvent): void {
+    this.emit(event);
+  }
+
   private emit(event: DockerContainerEvent): void {
     for (const listener of this.listeners) {
       try {

@@ -127,6 +127,13 @@ export class ContainerManager {
         await timer.time("docker.start", () => this.docker.startContainer(c.Id));
       } catch (err) {
         this.startFailures.set(c.Id, true);
+        // Docker reports no "die" for a start that failed: say it, for GetContainerEvents.
+        this.docker.events.announce({
+          id: c.Id,
+          action: "die",
+          timeNanos: BigInt(Date.now()) * 1_000_000n,
+          attributes: { ...c.Config.Labels, name: c.Name.replace(/^\//, "") },
+        });
         if (logPath) await this.options.logs.touch(c.Id, logPath).catch(() => undefined);
         const refused = c.HostConfig.Privileged
           ? privilegedStartFailure(err, await hostCapabilities().catch(() => undefined), `container ${id}`)
