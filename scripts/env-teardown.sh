@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Undoes scripts/env-setup.sh and scripts/run-cridock.sh: stops the daemons
+# Undoes scripts/env-setup.sh, scripts/run-cridock.sh and a kubeadm cluster
+# of scripts/cluster.sh that a killed run left: stops the daemons
 # they started (by pid file: a dockerd or registry that was already running
 # is left alone) including the Engine 29 test setups and their bridges, takes
 # back the mirror registry's host changes (its /etc/hosts line and its CA in
@@ -16,6 +17,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 # shellcheck source=scripts/lib/env-mirror.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-mirror.sh"
+# shellcheck source=scripts/lib/cluster-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
 
 
 # Removes the files run-cridock.sh installed, each only if it still holds
@@ -66,6 +69,12 @@ main() {
   require_root
   local purge=0
   [[ "${1:-}" == "--purge" ]] && purge=1
+  # A kubeadm cluster a killed test run left (scripts/cluster.sh): its pods,
+  # daemons, iptables chains, mounts and files, before the engines and the
+  # mirror it pulled from go.
+  if [[ -d "$CLUSTER_STATE_DIR" || -d "$CLUSTER_RUN_DIR" ]]; then
+    bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" down
+  fi
   remove_mirror_registry
   # The Engine 29 test setups (their pid files say whether we started them).
   bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" stop

@@ -6,8 +6,9 @@
 # executable runs with no node reachable, the .deb passes lintian and is
 # installed, used with crictl and purged), the fault suite (kill -9 loops,
 # log integrity across restarts, races, a gRPC fuzzer; bounded to a few
-# minutes), the kubelet end-to-end tests (twice: kubelet's generic PLEG, then
-# evented PLEG), the Deno tests (the smoke tests, then the critest focus
+# minutes), the kubelet end-to-end tests (with kubelet's evented PLEG; also
+# with its generic PLEG when CRIDOCK_E2E_GENERIC_PLEG=1), the kubeadm cluster suite (scripts/cluster.sh up, kubectl
+# against it, down), the Deno tests (the smoke tests, then the critest focus
 # against cridock under Deno) and the critest conformance runs. Ends with one
 # line "N passed, N failed" (tap test points plus critest specs, of every
 # engine) and exits non-zero if anything failed.
@@ -21,7 +22,7 @@
 #                       the integration tests and critest.
 # CRIDOCK_TEST_ENGINES (space-separated names) limits the run to some of them.
 #
-# Usage: scripts/test.sh [unit|integration|packaging|faults|e2e|deno|conformance]...   (default: all, in that order)
+# Usage: scripts/test.sh [unit|integration|packaging|faults|e2e|cluster|deno|conformance]...   (default: all, in that order)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -87,17 +88,21 @@ run_tap_suite() {
   fi
 }
 
-# The kubelet suite (test/e2e), once per PLEG mode. kubelet is built (and
-# cached) first; each test file starts its own private dockerd (the same
-# engine build as ENGINE, so kubelet meets Engine 29 on an Engine 29 run),
-# cridock and kubelet.
+# The kubelet suite (test/e2e), with the evented PLEG (and the generic one on
+# request). kubelet is built (and cached) first; each test file starts its
+# own private dockerd (the same engine build as ENGINE, so kubelet meets
+# Engine 29 on an Engine 29 run), cridock and kubelet.
 run_e2e() {
   local engine="$1" dockerd_bin="${CRIDOCK_TEST_DOCKERD_BIN:-dockerd}"
   [[ -n "${CRIDOCK_TEST_DOCKERD_BIN:-}" || "$engine" != docker29* ]] || dockerd_bin="$DOCKER_ENGINE_BIN_DIR/dockerd"
   bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh"
   SUITE_DIR=e2e
-  SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=0 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin")
-  run_tap_suite e2e "$engine" --jobs=1 --timeout=600
+  # kubelet's default (generic) PLEG drives the cluster suite; CI runs this
+  # suite with the evented PLEG only, to keep the run under its time budget.
+  if [[ "${CRIDOCK_E2E_GENERIC_PLEG:-0}" == 1 ]]; then
+    SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=0 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin")
+    run_tap_suite e2e "$engine" --jobs=1 --timeout=600
+  fi
   SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=1 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin")
   run_tap_suite e2e-evented-pleg "$engine" --jobs=1 --timeout=600
   SUITE_DIR=""
@@ -116,6 +121,27 @@ run_packaging() {
     return 0
   fi
   run_tap_suite packaging "$engine" --jobs=1 --timeout=600
+}
+
+# The cluster suite (test/cluster), once, on the primary engine: a kubeadm
+# cluster on cridock (scripts/cluster.sh builds or reuses kubeadm, the
+# control plane and their images; its dockerd is a private one of the Engine
+# 29 build), kubelet with its default PLEG (test/e2e covers the evented one),
+# driven with kubectl. The cluster goes down whatever the tests did.
+run_cluster() {
+  local engine="$1" status=0
+  echo "# ---- cluster@$engine (kubeadm cluster on cridock)"
+  bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" up </dev/null >"$RESULTS_DIR/cluster-up.env" || status=$?
+  if ((status != 0)); then
+    SUMMARY_ARGS+=(--failed "cluster@$engine=scripts/cluster.sh up exited with $status (see $ENV_LOG_DIR/cluster-*.log)")
+  else
+    SUITE_ENV=(KUBECONFIG="$(sed -n 's/^export KUBECONFIG=//p' "$RESULTS_DIR/cluster-up.env")" CRIDOCK_CLUSTER_BIN_DIR="$KUBERNETES_BIN_DIR")
+    # Nothing of src/ runs in the test processes (cridock is a daemon here): no coverage to gate on.
+    run_tap_suite cluster "$engine" --jobs=1 --timeout=900 --disable-coverage
+    SUITE_ENV=()
+  fi
+  bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" down </dev/null ||
+    SUMMARY_ARGS+=(--failed "cluster-down@$engine=scripts/cluster.sh down exited non-zero")
 }
 
 # run_conformance NAME ENGINE [critest flags...]: one critest run against a private cridock on ENGINE.
@@ -160,7 +186,7 @@ prepare() {
 
 main() {
   local suites=("$@")
-  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults e2e deno conformance)
+  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults e2e cluster deno conformance)
   choose_engines
   prepare
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
@@ -179,6 +205,7 @@ main() {
         packaging) run_packaging "$engine" ;;
         faults) run_tap_suite faults "$engine" --jobs=1 --timeout=300 ;;
         e2e) run_e2e "$engine" ;;
+        cluster) run_cluster "$engine" ;;
         deno)
           run_tap_suite deno "$engine" --jobs=1 --timeout=300
           # The whole critest focus once more, against cridock started with Deno.
@@ -192,7 +219,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, packaging, faults, e2e, deno, conformance)" ;;
+        *) die "unknown suite '$suite' (unit, integration, packaging, faults, e2e, cluster, deno, conformance)" ;;
       esac
     done
   done

@@ -16,7 +16,11 @@
  * engine's loads are also recorded (tag → built id and the id the engine
  * gave it) and an image counts as loaded when either matches.
  *
- * Usage: tsx scripts/images/build.ts [--state-dir DIR] [--load-only]
+ * `--set kubernetes` builds the images a kubeadm cluster deploys
+ * (kubernetes-images.ts) instead of the test catalog; scripts/cluster-images.sh
+ * runs it once the Kubernetes binaries are built.
+ *
+ * Usage: tsx scripts/images/build.ts [--state-dir DIR] [--load-only] [--set test|kubernetes]
  */
 import { execFile } from "node:child_process";
 import { request } from "node:https";
@@ -35,6 +39,7 @@ import {
   type RegistryCredentials,
 } from "../../test/helpers/env.ts";
 import { CATALOG, type ImageSpec } from "./catalog.ts";
+import { inputsFromEnv, kubernetesCatalog } from "./kubernetes-images.ts";
 import { imageConfig, writeDockerArchive, type BuiltImage } from "./docker-archive.ts";
 import { buildLayer } from "./layer.ts";
 
@@ -154,8 +159,16 @@ async function readStamp<T>(path: string): Promise<Record<string, T>> {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { "state-dir": { type: "string", default: ENV_STATE_DIR }, "load-only": { type: "boolean", default: false } },
+    options: {
+      "state-dir": { type: "string", default: ENV_STATE_DIR },
+      "load-only": { type: "boolean", default: false },
+      set: { type: "string", default: "test" },
+    },
   });
+  const catalogs: Record<string, () => ImageSpec[]> = { test: () => CATALOG, kubernetes: () => kubernetesCatalog(inputsFromEnv()) };
+  const choose = catalogs[values.set!];
+  if (!choose) throw new Error(`unknown image set "${values.set}" (test, kubernetes)`);
+  const catalog = choose();
   const loadOnly = values["load-only"]!;
   const imagesDir = join(values["state-dir"]!, "images");
   await mkdir(imagesDir, { recursive: true });
@@ -165,11 +178,11 @@ async function main(): Promise<void> {
   const loaded: LoadedStamp = await readStamp<[string, string]>(loadedPath);
   const isLoaded = (tag: string, id: string | null, built: string) =>
     id === built || (id !== null && loaded[tag]?.[0] === built && loaded[tag]?.[1] === id);
-  const credentials = CATALOG.some((s) => s.tags.some((t) => t.startsWith(`${AUTH_REGISTRY}/`))) ? await authRegistry() : null;
+  const credentials = catalog.some((s) => s.tags.some((t) => t.startsWith(`${AUTH_REGISTRY}/`))) ? await authRegistry() : null;
 
   const credentialsFor = (tag: string) => (tag.startsWith(`${AUTH_REGISTRY}/`) ? credentials : null);
 
-  for (const [index, spec] of CATALOG.entries()) {
+  for (const [index, spec] of catalog.entries()) {
     if (loadOnly && spec.registryOnly) continue;
     const image = await build(spec);
     const toPush: string[] = [];
@@ -179,7 +192,7 @@ async function main(): Promise<void> {
     const ids = await Promise.all(spec.tags.map(localImageId));
     const needsLoad = spec.registryOnly ? toPush.length > 0 : spec.tags.some((tag, i) => !isLoaded(tag, ids[i] ?? null, image.id));
     if (needsLoad) {
-      const archive = join(imagesDir, `image-${index}.tar`);
+      const archive = join(imagesDir, `image-${values.set}-${index}.tar`);
       await writeDockerArchive(archive, image, spec.tags);
       await docker(["load", "--quiet", "--input", archive]);
       await rm(archive, { force: true });
@@ -201,7 +214,7 @@ async function main(): Promise<void> {
     if (spec.registryOnly && needsLoad) await docker(["image", "rm", ...spec.tags]);
   }
   const missing: string[] = [];
-  for (const spec of CATALOG) {
+  for (const spec of catalog) {
     if (spec.registryOnly) continue;
     for (const tag of spec.tags) if ((await localImageId(tag)) === null) missing.push(tag);
   }

@@ -9,6 +9,7 @@ import {
   AUTH_BUSYBOX_IMAGE,
   AUTH_TEST_IMAGE,
   BUSYBOX_IMAGE,
+  CURL_IMAGE,
   DEFAULT_PAUSE_IMAGE,
   GROUPS_IMAGE,
   GROUPS_IMAGE_USER,
@@ -24,6 +25,7 @@ import {
 import { CRITEST_BUSYBOX, CRITEST_HTTPD, CRITEST_IMAGES } from "./critest-images.ts";
 import type { ImageRunConfig } from "./docker-archive.ts";
 import type { LayerEntry } from "./layer.ts";
+import { pauseEntries } from "./pause.ts";
 import { busyboxEntries, hostBinaryEntries, SHELL_BUSYBOX, STANDARD_GROUPS, STANDARD_USERS, userlandEntries } from "./rootfs.ts";
 
 export interface ImageSpec {
@@ -57,24 +59,6 @@ export function fullUserland(): LayerEntry[] {
 }
 
 /**
- * The pause process: pid 1 is a shell blocked in its own `read` on a fifo
- * nobody writes to, so the pod holds no other process — no `sleep` that a
- * container sharing the pod's pid namespace would see (critest's ExecSync
- * timeout spec checks `pgrep sleep` finds nothing). A SIGTERM or SIGINT
- * interrupts the read at once and the trap exits 0. The fifo lives on /dev,
- * the container's private tmpfs, which is writable even with a read-only
- * root filesystem and is never the host's.
- */
-const PAUSE_SCRIPT = `#!/bin/sh
-trap 'exit 0' TERM INT
-mkfifo /dev/.pause 2>/dev/null
-exec 3<>/dev/.pause
-while :; do
-  read -t 3600 _ <&3
-done
-`;
-
-/**
  * busybox httpd prints nothing when it starts, so the echo is the startup
  * line log tests look for. As pid 1 httpd would ignore SIGTERM (no handler),
  * so a shell stays pid 1 and passes the signal on.
@@ -90,8 +74,9 @@ const HTTPD_INDEX = "<html><body>cridock test httpd</body></html>\n";
 
 export const CATALOG: ImageSpec[] = [
   {
+    // A static pause (pause.ts says why); DEFAULT_PAUSE_IMAGE is also the name kubeadm deploys.
     tags: [PAUSE_IMAGE, DEFAULT_PAUSE_IMAGE],
-    contents: () => [...busyboxEntries(["sh", "mkfifo"]), { kind: "file", path: "/pause", content: PAUSE_SCRIPT, mode: 0o755 }],
+    contents: pauseEntries,
     config: { Entrypoint: ["/pause"], Env: [PATH_ENV], StopSignal: "SIGTERM" },
   },
   {
@@ -164,6 +149,13 @@ CATALOG.push({
     ...Object.entries(IMAGE_VOLUME_FILES).map(([path, content]) => ({ kind: "file" as const, path, content })),
   ],
   config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/image": "volume-content" } },
+});
+
+CATALOG.push({
+  tags: [CURL_IMAGE],
+  contents: () => [...fullUserland(), ...hostBinaryEntries(["/usr/bin/curl"])],
+  config: { Cmd: ["sh"], Env: [PATH_ENV] },
+  registryOnly: true,
 });
 
 CATALOG.push(...CRITEST_IMAGES);

@@ -11,8 +11,17 @@ ENV_LOG_DIR="/var/log/cridock-env"
 ENV_RUN_DIR="/run/cridock-env"
 CRIDOCK_TOOLS_DIR="${CRIDOCK_TOOLS_DIR:-/var/cache/cridock-tools}"
 CRI_TOOLS_VERSION="v1.36.0"
-# kubelet for the e2e suite and the kubelet bench (scripts/install-kubelet.sh).
-KUBELET_VERSION="${CRIDOCK_KUBELET_VERSION:-v1.36.3}"
+# Kubernetes for the e2e suite, the kubelet bench and the kubeadm cluster
+# (scripts/install-kubernetes.sh builds them), and the etcd and CoreDNS that
+# kubeadm $KUBERNETES_VERSION deploys (its constants.DefaultEtcdVersion and
+# CoreDNSVersion) with the pause image it expects (constants.PauseVersion).
+KUBERNETES_VERSION="${CRIDOCK_KUBERNETES_VERSION:-${CRIDOCK_KUBELET_VERSION:-v1.36.3}}"
+KUBELET_VERSION="$KUBERNETES_VERSION"
+ETCD_VERSION="3.6.8-0"
+COREDNS_VERSION="v1.14.2"
+KUBEADM_PAUSE_VERSION="3.10.2"
+KUBERNETES_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/bin"
+COREDNS_BIN_DIR="$CRIDOCK_TOOLS_DIR/coredns/$COREDNS_VERSION/bin"
 
 # The current Docker Engine the tests also run on (scripts/install-docker-engine.sh
 # builds it): the moby/moby/v2 module tag, the engine release it is (moby's
@@ -53,7 +62,9 @@ DEFAULT_CNI_BRIDGE="cni0"
 # image carries. systemd supplies the tools the service tests play systemd's
 # part with (systemd-analyze verify, systemd-socket-activate, systemd-notify);
 # it is not booted. dpkg-dev (dpkg-shlibdeps), binutils (strip) and lintian
-# build and check the .deb.
+# build and check the .deb. conntrack goes (with iptables) into the kube-proxy
+# image, and gcc with libc6-dev builds the static pause binary of the pause
+# image.
 RUN_PACKAGES=(
   docker.io containerd runc iptables containernetworking-plugins
   iproute2 util-linux socat ca-certificates curl
@@ -63,6 +74,7 @@ ENV_PACKAGES=(
   docker-registry busybox-static apache2-utils
   procps psmisc openssl systemd libseccomp-dev
   dpkg-dev binutils lintian
+  conntrack gcc libc6-dev
 )
 
 log() { printf 'cridock-env: %s\n' "$*" >&2; }

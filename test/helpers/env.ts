@@ -28,12 +28,22 @@ export const REGISTRY = "127.0.0.1:5000";
 /** Registry that requires basic auth (user `cridock`, see authRegistry()). */
 export const AUTH_REGISTRY = "127.0.0.1:5001";
 
-/** Image pushed to REGISTRY and tagged locally as DEFAULT_PAUSE_IMAGE; exits promptly on SIGTERM/SIGINT. */
+/** Image pushed to REGISTRY and tagged locally as DEFAULT_PAUSE_IMAGE: a static pause (scripts/images/pause.ts) that exits 0 at once on SIGTERM/SIGINT and reaps orphans. */
 export const PAUSE_IMAGE = `${REGISTRY}/cridock-test/pause:3.10`;
-/** cridock's default --pod-infra-container-image; env-setup tags PAUSE_IMAGE with this name so no pull is needed. */
+/**
+ * cridock's default --pod-infra-container-image, the pause image kubeadm v1.36
+ * deploys (`kubeadm config images list`); env-setup tags PAUSE_IMAGE with this
+ * name so no pull is needed, and the mirror serves it for the kubeadm cluster.
+ */
 export const DEFAULT_PAUSE_IMAGE = "registry.k8s.io/pause:3.10.2";
 /** busybox-static with every applet linked, users root/nobody(65534)/www-data(33), CMD ["sh"]. */
 export const BUSYBOX_IMAGE = `${REGISTRY}/cridock-test/busybox:1.36`;
+/**
+ * BUSYBOX_IMAGE's userland plus Debian's curl (busybox's wget has no working
+ * TLS): the cluster suite calls the API server from a pod with it. Only in
+ * REGISTRY (the cluster's dockerd pulls it), never loaded into the engines.
+ */
+export const CURL_IMAGE = `${REGISTRY}/cridock-test/curl:1`;
 /** busybox httpd in the foreground on port 80; prints a line containing "httpd" at start. */
 export const HTTPD_IMAGE = `${REGISTRY}/cridock-test/httpd:2.4`;
 /** BUSYBOX_IMAGE, pushed to the auth registry only: pulling it needs credentials. */

@@ -47,6 +47,16 @@ t.test("the pause image stops on SIGINT too", async (t) => {
   t.equal(await docker("inspect", "-f", "{{.State.ExitCode}}", name), "0");
 });
 
+t.test("the pause image reaps the orphans a pod sharing its pid namespace leaves", async (t) => {
+  const name = await startContainer(t, PAUSE_IMAGE);
+  // The subshell exits at once, so its `sleep` is re-parented to the pause (pid 1) and dies there 0.2 s later.
+  const zombies = await docker(
+    "run", "--rm", "--network", "none", "--pid", `container:${name}`, BUSYBOX_IMAGE,
+    "sh", "-c", "(sleep 0.2 &); sleep 2; awk '{print $3}' /proc/[0-9]*/stat | grep -c Z || true",
+  );
+  t.equal(zombies, "0", "no zombie left in the pod's pid namespace");
+});
+
 t.test("busybox has the tools critest's default image must have, and the standard users", async (t) => {
   const tools = "sh ls top echo sleep pgrep cat id hostname ping brctl touch mount mkdir dd seq sync netstat ipcs pidof grep chmod";
   const out = await docker("run", "--rm", "--network", "none", BUSYBOX_IMAGE, "sh", "-c", `for c in ${tools}; do command -v $c >/dev/null || echo "missing $c"; done; echo checked`);

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes binaries cridock is tested with, once per version,
+# into ${CRIDOCK_TOOLS_DIR:-/var/cache/cridock-tools}:
+#
+#   kubernetes/$KUBERNETES_VERSION/bin/  kubeadm kube-apiserver kube-controller-manager
+#                                        kube-scheduler kube-proxy kubectl kubelet etcd
+#   coredns/$COREDNS_VERSION/bin/coredns
+#   bin/kubelet                          a link to the kubelet above (where the e2e
+#                                        suite and the kubelet bench look for it)
+#
+# k8s.io/kubernetes is not meant to be required as a module: its go.mod
+# replaces every k8s.io staging module with a directory of its own repo
+# (`=> ./staging/src/...`), and those replaces do not apply to a dependent.
+# A scratch module that requires it and replaces each of those staging
+# modules with the published module at the matching v0.x.y makes `go build`
+# of its commands work with Go's default settings. All seven commands and etcd
+# (go.etcd.io/etcd/server/v3, whose version k8s.io/kubernetes' own go.mod
+# pins) build in ONE `go build` so each shared package compiles once. The
+# version ldflags are those of upstream's hack/lib/version.sh: kubeadm reads
+# `kubelet --version`, and clients show the server's version from them.
+#
+# CoreDNS is its own module (github.com/coredns/coredns at a tag, no
+# replaces), built in a scratch module of its own so its dependency versions
+# never move the Kubernetes graph.
+#
+# Usage: install-kubernetes.sh            build what is missing (quiet when nothing is)
+set -euo pipefail
+
+# shellcheck source=scripts/lib/env-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+
+MODULE="k8s.io/kubernetes"
+COMMANDS=(kubeadm kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kubelet)
+ETCD_PACKAGE="go.etcd.io/etcd/server/v3"
+COREDNS_MODULE="github.com/coredns/coredns"
+BUILD_LOG="$ENV_LOG_DIR/kubernetes-build.log"
+
+# kubernetes_complete: every binary there and the stamp written after them.
+kubernetes_complete() {
+  local name
+  [[ -f "$KUBERNETES_BIN_DIR/.complete" && "$(cat "$KUBERNETES_BIN_DIR/.complete")" == "$KUBERNETES_VERSION" ]] || return 1
+  for name in "${COMMANDS[@]}" etcd; do
+    [[ -x "$KUBERNETES_BIN_DIR/$name" ]] || return 1
+  done
+}
+
+coredns_complete() {
+  [[ -x "$COREDNS_BIN_DIR/coredns" && -f "$COREDNS_BIN_DIR/.complete" ]]
+}
+
+# staging_modules GOMOD: the module paths that GOMOD replaces with ./staging/ dirs.
+staging_modules() {
+  sed -n 's#^[[:space:]]*\([^[:space:]]*\) => \./staging/.*$#\1#p' "$1"
+}
+
+# The staging modules are published as v0.MINOR.PATCH of v1.MINOR.PATCH.
+staging_version() {
+  echo "v0.${KUBERNETES_VERSION#v1.}"
+}
+
+version_ldflags() {
+  local version="$KUBERNETES_VERSION" major minor key val flags=()
+  major="${version#v}"; major="${major%%.*}"
+  minor="${version#v*.}"; minor="${minor%%.*}"
+  for key in gitVersion:"$version" gitMajor:"$major" gitMinor:"$minor" \
+    gitTreeState:clean gitCommit:"" buildDate:"$(date -u +%Y-%m-%dT%H:%M:%SZ)"; do
+    val="${key#*:}"; key="${key%%:*}"
+    [[ -n "$val" ]] || continue
+    flags+=("-X k8s.io/client-go/pkg/version.$key=$val" "-X k8s.io/component-base/version.$key=$val")
+  done
+  echo "-s -w ${flags[*]}"
+}
+
+# go_mod_file GO MODULE@VERSION: the path of that module's go.mod in the module cache.
+go_mod_file() {
+  "$1" mod download -json "$2" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p'
+}
+
+# write_kubernetes_module GO DIR: the scratch module's go.mod and a main.go
+# whose blank imports keep `go mod tidy` from dropping what the build needs.
+write_kubernetes_module() {
+  local go="$1" dir="$2" gomod staging mod
+  gomod="$(go_mod_file "$go" "$MODULE@$KUBERNETES_VERSION")"
+  [[ -n "$gomod" && -f "$gomod" ]] || die "go mod download $MODULE@$KUBERNETES_VERSION gave no go.mod"
+  staging="$(staging_version)"
+  {
+    echo "module cridock.local/kubernetes-build"
+    echo
+    sed -n 's/^go \(.*\)$/go \1/p' "$gomod" | head -n 1
+    echo
+    echo "require $MODULE $KUBERNETES_VERSION"
+    echo
+    echo "replace ("
+    while read -r mod; do
+      echo "	$mod => $mod $staging"
+    done < <(staging_modules "$gomod")
+    echo ")"
+  } >"$dir/go.mod"
+  {
+    printf 'package main\n\nimport (\n'
+    for mod in kubeadm kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet; do
+      printf '\t_ "%s/cmd/%s/app"\n' "$MODULE" "$mod"
+    done
+    printf '\t_ "k8s.io/kubectl/pkg/cmd"\n'
+    printf '\t_ "go.etcd.io/etcd/server/v3/etcdmain"\n'
+    printf ')\n\nfunc main() {}\n'
+  } >"$dir/main.go"
+}
+
+build_kubernetes() {
+  local go="$1" scratch packages=() name started
+  scratch="$(mktemp -d /tmp/cridock-kubernetes.XXXXXX)"
+  # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
+  trap "rm -rf '$scratch'" EXIT
+  log "building Kubernetes $KUBERNETES_VERSION (${COMMANDS[*]}) and etcd: 20-40 minutes cold on 2 cores; log: $BUILD_LOG"
+  started="$SECONDS"
+  write_kubernetes_module "$go" "$scratch"
+  for name in "${COMMANDS[@]}"; do packages+=("$MODULE/cmd/$name"); done
+  packages+=("$ETCD_PACKAGE")
+  mkdir -p "$scratch/out"
+  (
+    cd "$scratch"
+    "$go" mod tidy
+    # etcd's version must be the one kubeadm deploys (constants.DefaultEtcdVersion, "3.6.8-0").
+    "$go" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3 | grep -qx "v${ETCD_VERSION%-*}" ||
+      { echo "the module graph holds etcd server $("$go" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3), not v${ETCD_VERSION%-*}"; exit 1; }
+    CGO_ENABLED=0 "$go" build -trimpath -tags providerless -ldflags "$(version_ldflags)" -o "$scratch/out/" "${packages[@]}"
+  ) </dev/null >>"$BUILD_LOG" 2>&1 || die "building Kubernetes failed; see $BUILD_LOG"
+  # A main package whose path ends in a major version (…/server/v3) is named after the element before it.
+  mv "$scratch/out/server" "$scratch/out/etcd"
+  "$scratch/out/kubelet" --version | grep -qx "Kubernetes $KUBERNETES_VERSION" ||
+    die "the built kubelet reports '$("$scratch/out/kubelet" --version)', not $KUBERNETES_VERSION"
+  "$scratch/out/etcd" --version | grep -q "^etcd Version: ${ETCD_VERSION%-*}$" ||
+    die "the built etcd reports '$("$scratch/out/etcd" --version | head -n 1)', not ${ETCD_VERSION%-*}"
+  rm -rf "$KUBERNETES_BIN_DIR.new"
+  mkdir -p "$KUBERNETES_BIN_DIR.new"
+  for name in "${COMMANDS[@]}" etcd; do
+    install -m 0755 "$scratch/out/$name" "$KUBERNETES_BIN_DIR.new/$name"
+  done
+  echo "$KUBERNETES_VERSION" >"$KUBERNETES_BIN_DIR.new/.complete"
+  rm -rf "$KUBERNETES_BIN_DIR"
+  mkdir -p "$(dirname "$KUBERNETES_BIN_DIR")"
+  mv "$KUBERNETES_BIN_DIR.new" "$KUBERNETES_BIN_DIR"
+  rm -rf "$scratch"
+  trap - EXIT
+  log "installed Kubernetes $KUBERNETES_VERSION and etcd in $KUBERNETES_BIN_DIR ($((SECONDS - started)) s)"
+}
+
+build_coredns() {
+  local go="$1" scratch gomod started
+  scratch="$(mktemp -d /tmp/cridock-coredns.XXXXXX)"
+  # shellcheck disable=SC2064  # expand now
+  trap "rm -rf '$scratch'" EXIT
+  log "building CoreDNS $COREDNS_VERSION (log: $BUILD_LOG)"
+  started="$SECONDS"
+  gomod="$(go_mod_file "$go" "$COREDNS_MODULE@$COREDNS_VERSION")"
+  [[ -n "$gomod" && -f "$gomod" ]] || die "go mod download $COREDNS_MODULE@$COREDNS_VERSION gave no go.mod"
+  {
+    echo "module cridock.local/coredns-build"
+    echo
+    sed -n 's/^go \(.*\)$/go \1/p' "$gomod" | head -n 1
+    echo
+    echo "require $COREDNS_MODULE $COREDNS_VERSION"
+  } >"$scratch/go.mod"
+  # coremain plus the generated plugin list is what CoreDNS' own main imports.
+  printf 'package main\n\nimport (\n\t_ "%s/core/plugin"\n\t_ "%s/coremain"\n)\n\nfunc main() {}\n' \
+    "$COREDNS_MODULE" "$COREDNS_MODULE" >"$scratch/main.go"
+  (
+    cd "$scratch"
+    "$go" mod tidy
+    CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$scratch/coredns" "$COREDNS_MODULE"
+  ) </dev/null >>"$BUILD_LOG" 2>&1 || die "building CoreDNS failed; see $BUILD_LOG"
+  "$scratch/coredns" -version | grep -q "^CoreDNS-${COREDNS_VERSION#v}$" ||
+    die "the built CoreDNS reports '$("$scratch/coredns" -version | head -n 1)', not $COREDNS_VERSION"
+  mkdir -p "$COREDNS_BIN_DIR"
+  install -m 0755 "$scratch/coredns" "$COREDNS_BIN_DIR/coredns"
+  echo "$COREDNS_VERSION" >"$COREDNS_BIN_DIR/.complete"
+  rm -rf "$scratch"
+  trap - EXIT
+  log "installed CoreDNS $COREDNS_VERSION in $COREDNS_BIN_DIR ($((SECONDS - started)) s)"
+}
+
+# The e2e suite and the kubelet bench run $CRIDOCK_TOOLS_DIR/bin/kubelet.
+link_kubelet() {
+  local link="$CRIDOCK_TOOLS_DIR/bin/kubelet"
+  mkdir -p "$CRIDOCK_TOOLS_DIR/bin"
+  [[ "$(readlink "$link" 2>/dev/null)" == "$KUBERNETES_BIN_DIR/kubelet" ]] && return 0
+  ln -sfn "$KUBERNETES_BIN_DIR/kubelet" "$link"
+}
+
+main() {
+  (($# == 0)) || die "usage: install-kubernetes.sh"
+  mkdir -p "$ENV_LOG_DIR"
+  local go=""
+  if ! kubernetes_complete; then
+    go="$(find_go "Kubernetes $KUBERNETES_VERSION")"
+    build_kubernetes "$go"
+  fi
+  link_kubelet
+  if ! coredns_complete; then
+    [[ -n "$go" ]] || go="$(find_go "CoreDNS $COREDNS_VERSION")"
+    build_coredns "$go"
+  fi
+}
+
+main "$@"

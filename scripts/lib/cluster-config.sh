@@ -1,0 +1,121 @@
+# The files scripts/cluster.sh hands kubeadm and cridock (sourced after
+# cluster-common.sh): kubeadm's configuration and the pod network's CNI
+# configuration.
+
+# shellcheck shell=bash
+
+# Preflight checks this host cannot pass, each with its reason; every other
+# check stays an error. On this host kubeadm v1.36 fails only
+# SystemVerification, and only because the host runs cgroup v1 (kubeadm
+# never reads failCgroupV1; kubelet does, from the KubeletConfiguration below).
+CLUSTER_IGNORED_PREFLIGHT=(
+  SystemVerification # cgroup v1 host: kubelet runs with failCgroupV1: false
+)
+
+# write_kubeadm_config HOST_IP: kubeadm's InitConfiguration, ClusterConfiguration,
+# KubeletConfiguration and KubeProxyConfiguration in one file.
+write_kubeadm_config() {
+  local host_ip="$1" check ignored=""
+  for check in "${CLUSTER_IGNORED_PREFLIGHT[@]}"; do ignored+="    - $check"$'\n'; done
+  mkdir -p "$(dirname "$CLUSTER_KUBEADM_CONFIG")"
+  cat >"$CLUSTER_KUBEADM_CONFIG.new" <<EOF
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: $host_ip
+  bindPort: $CLUSTER_API_PORT
+nodeRegistration:
+  name: $CLUSTER_NODE_NAME
+  criSocket: unix://$CLUSTER_CRI_SOCKET
+  imagePullPolicy: IfNotPresent
+  # The node's name resolves nowhere; kubelet takes the API server's address rather than look it up.
+  kubeletExtraArgs:
+    - name: node-ip
+      value: $host_ip
+  # One node runs the control plane and the workloads: no control-plane taint.
+  taints: []
+  ignorePreflightErrors:
+$ignored---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: $CLUSTER_NAME
+kubernetesVersion: $KUBERNETES_VERSION
+networking:
+  podSubnet: $CLUSTER_POD_SUBNET
+  serviceSubnet: $CLUSTER_SERVICE_SUBNET
+  dnsDomain: $CLUSTER_DNS_DOMAIN
+etcd:
+  local:
+    dataDir: $CLUSTER_STATE_DIR/etcd
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# This host is cgroup v1; kubelet refuses it unless told.
+failCgroupV1: false
+# No systemd here: cgroupfs, as dockerd uses.
+cgroupDriver: cgroupfs
+# kubeadm turns an empty enforceNodeAllocatable into ["pods"], which needs
+# the QoS cgroup hierarchy; this node runs without it.
+cgroupsPerQOS: false
+enforceNodeAllocatable: ["none"]
+# Its own pod log directory: a kubelet removes the log directories of pods it
+# does not know, so two kubelets on one host must not share one.
+podLogsDir: $CLUSTER_STATE_DIR/pod-logs
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: $CLUSTER_POD_SUBNET
+# A shared machine: leave the host's conntrack table size and timeouts as they are.
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+EOF
+  mv "$CLUSTER_KUBEADM_CONFIG.new" "$CLUSTER_KUBEADM_CONFIG"
+}
+
+# The node's pod CIDR is the first /24 of the pod subnet (the controller
+# manager's first allocation, node-cidr-mask-size 24), written into the
+# host-local range. Not also the ipRanges capability: host-local prepends a
+# runtime range to the configured ones and then refuses the overlap ("range
+# set 0 overlaps with 1"), in ADD and in DEL alike.
+cluster_node_pod_cidr() {
+  local base="${CLUSTER_POD_SUBNET%/*}"
+  echo "${base%.*.*}.0.0/24"
+}
+
+# The firewall plugin accepts the pods' forwarded traffic: the node's dockerd
+# sets the FORWARD policy to DROP, and kube-proxy's own FORWARD rules accept
+# only what it masquerades or what is already established, so a pod's first
+# packet to a Service (DNAT'd back onto the bridge) would be dropped.
+write_cni_config() {
+  mkdir -p "$CLUSTER_CNI_CONF_DIR" "$CLUSTER_STATE_DIR/cni/ipam"
+  cat >"$CLUSTER_CNI_CONF_DIR/10-cluster.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "cridock-cluster",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$CLUSTER_CNI_BRIDGE",
+      "isGateway": true,
+      "ipMasq": true,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$CLUSTER_STATE_DIR/cni/ipam",
+        "ranges": [[{ "subnet": "$(cluster_node_pod_cidr)" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }]
+      }
+    },
+    { "type": "firewall" },
+    { "type": "portmap", "capabilities": { "portMappings": true } }
+  ]
+}
+EOF
+  cat >"$CLUSTER_CNI_CONF_DIR/99-loopback.conf" <<EOF
+{ "cniVersion": "1.0.0", "name": "lo", "type": "loopback" }
+EOF
+}
