@@ -7,11 +7,10 @@
  */
 import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
-import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CriClient } from "../../test/helpers/cri-client.ts";
-import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
+import { accepts, startCridockProcess } from "../../test/helpers/cridock-process.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, TEST_DOCKER_ENDPOINT, type CniConfDir } from "../../test/helpers/env.ts";
 
 export interface RuntimeUnderTest {
@@ -93,15 +92,4 @@ export async function startRuntime(r: RuntimeKind, cni: CniConfDir): Promise<Run
       await rm(scratch, { recursive: true, force: true });
     },
   };
-}
-
-function accepts(socketPath: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect(socketPath);
-    socket.once("connect", () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once("error", () => resolve(false));
-  });
 }

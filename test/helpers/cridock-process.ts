@@ -106,7 +106,8 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
   };
 }
 
-function accepts(socketPath: string): Promise<boolean> {
+/** Whether a unix socket accepts a connection now (the server behind it is listening). */
+export function accepts(socketPath: string): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(socketPath);
     socket.once("connect", () => {
