@@ -4,6 +4,7 @@
  * kills it. Tests that kill -9 cridock or restart it use this.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import type { Test } from "tap";
 import { mkdtemp, rm, rmdir } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
@@ -116,4 +117,25 @@ export function accepts(socketPath: string): Promise<boolean> {
     });
     socket.once("error", () => resolve(false));
   });
+}
+
+/** A built cridock (bundle, executable, installed package) run as a plain child: its stderr kept, its exit awaited. */
+export interface BuiltCridock {
+  child: ChildProcess;
+  /** What it wrote to stderr so far (its structured log). */
+  stderr(): string;
+  /** Its exit code (null when a signal ended it). */
+  exited: Promise<number | null>;
+}
+
+/** Spawns COMMAND with stdout ignored and stderr kept; SIGKILLed at the test's teardown if still running. */
+export function spawnBuiltCridock(t: Test, command: string, args: string[], env?: NodeJS.ProcessEnv): BuiltCridock {
+  const child = spawn(command, args, { stdio: ["ignore", "ignore", "pipe"], ...(env ? { env } : {}) });
+  let stderr = "";
+  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill("SIGKILL");
+  });
+  return { child, stderr: () => stderr, exited };
 }

@@ -11,12 +11,12 @@
  * remove and purge are the commands docs/operating.md gives (apt-get).
  */
 import t from "tap";
-import { spawn, spawnSync, type SpawnSyncReturns } from "node:child_process";
+import { spawnSync, type SpawnSyncReturns } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { REPO_ROOT } from "../helpers/cridock-process.ts";
+import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
 import { CRICTL, PAUSE_IMAGE, TEST_DOCKER_ENDPOINT, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 
@@ -101,24 +101,21 @@ t.test("the installed cridock serves crictl against the engine under test", asyn
   const cni = await makeCniConfDir();
   t.teardown(() => cni.cleanup());
   const socket = join(scratch, "cri.sock");
-  const child = spawn(
-    "/usr/bin/cridock",
-    [...cridockTestFlags(cni), `--container-runtime-endpoint=unix://${socket}`, `--root-directory=${join(scratch, "root")}`, `--docker-endpoint=${TEST_DOCKER_ENDPOINT}`, "--cri-dockerd-root-directory=", "--log-level=warn"],
-    { stdio: ["ignore", "ignore", "pipe"] },
-  );
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill("SIGKILL");
-  });
+  const { child, stderr, exited } = spawnBuiltCridock(t, "/usr/bin/cridock", [
+    ...cridockTestFlags(cni),
+    `--container-runtime-endpoint=unix://${socket}`,
+    `--root-directory=${join(scratch, "root")}`,
+    `--docker-endpoint=${TEST_DOCKER_ENDPOINT}`,
+    "--cri-dockerd-root-directory=",
+    "--log-level=warn",
+  ]);
   const crictl = (...args: string[]) => run(CRICTL, ["--runtime-endpoint", `unix://${socket}`, "--timeout", "60s", ...args]);
   let version = crictl("version");
   for (let i = 0; i < 100 && version.status !== 0 && child.exitCode === null; i++) {
     await new Promise((r) => setTimeout(r, 100));
     version = crictl("version");
   }
-  t.equal(version.status, 0, version.stderr + stderr);
+  t.equal(version.status, 0, version.stderr + stderr());
   t.match(version.stdout, /RuntimeName:\s+docker/);
   t.match(version.stdout, /RuntimeApiVersion:\s+v1/);
 
@@ -127,7 +124,7 @@ t.test("the installed cridock serves crictl against the engine under test", asyn
   await writeFile(podConfig, JSON.stringify({ metadata: { name: "deb-test", namespace: "cridock-deb-test", uid, attempt: 0 }, log_directory: join(scratch, "logs"), linux: {} }));
   await mkdir(join(scratch, "logs"));
   const runp = crictl("runp", podConfig);
-  t.equal(runp.status, 0, runp.stderr + stderr);
+  t.equal(runp.status, 0, runp.stderr + stderr());
   const podId = runp.stdout.trim();
   const inspect = crictl("inspectp", "-o", "json", podId);
   t.equal(JSON.parse(inspect.stdout).status.state, "SANDBOX_READY", "the pod is ready");
@@ -138,7 +135,7 @@ t.test("the installed cridock serves crictl against the engine under test", asyn
   t.comment(`pause image: ${PAUSE_IMAGE}`);
   child.kill("SIGTERM");
   t.equal(await exited, 0, "SIGTERM: exits 0");
-  t.notMatch(stderr, /"level":"(error|fatal)"/, "it logged no error");
+  t.notMatch(stderr(), /"level":"(error|fatal)"/, "it logged no error");
 });
 
 t.test("apt-get remove, then purge: nothing the package installed is left; pods' state stays", async (t) => {

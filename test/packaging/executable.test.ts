@@ -8,13 +8,13 @@
  * engine under test behind it.
  */
 import t from "tap";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { copyFile, mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { existsSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CriClient } from "../helpers/cri-client.ts";
-import { REPO_ROOT } from "../helpers/cridock-process.ts";
+import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
 import { TEST_DOCKER_ENDPOINT } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 
@@ -68,7 +68,8 @@ t.test("--version", async (t) => {
 t.test("starts and answers a CRI Version call", async (t) => {
   const socket = join(emptyDir, "cri.sock");
   const started = process.hrtime.bigint();
-  const child = spawn(
+  const { child, stderr, exited } = spawnBuiltCridock(
+    t,
     "unshare",
     isolated(
       [
@@ -81,14 +82,7 @@ t.test("starts and answers a CRI Version call", async (t) => {
         "--log-level=warn",
       ].join(" "),
     ),
-    { stdio: ["ignore", "ignore", "pipe"] },
   );
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill("SIGKILL");
-  });
 
   const client = new CriClient(socket);
   let version: { version: string; runtimeName: string; runtimeVersion: string; runtimeApiVersion: string } | undefined;
@@ -98,7 +92,7 @@ t.test("starts and answers a CRI Version call", async (t) => {
   }
   const servingMs = Number(process.hrtime.bigint() - started) / 1e6;
   client.close();
-  t.ok(version, `the executable served Version (stderr: ${stderr})`);
+  t.ok(version, `the executable served Version (stderr: ${stderr()})`);
   t.same(version && { version: version.version, runtimeName: version.runtimeName, runtimeApiVersion: version.runtimeApiVersion }, {
     version: "0.1.0",
     runtimeName: "docker",
@@ -109,6 +103,6 @@ t.test("starts and answers a CRI Version call", async (t) => {
   child.kill("SIGTERM");
   t.equal(await exited, 0, "SIGTERM: exits 0");
   // A start that serves but failed a step (say, resuming log writers) says so at error level.
-  t.notMatch(stderr, /"level":"(error|fatal)"/, "it logged no error");
+  t.notMatch(stderr(), /"level":"(error|fatal)"/, "it logged no error");
   t.same(await readdir(emptyDir), [], "it leaves nothing in the folder it ran from (the socket is removed)");
 });

@@ -6,13 +6,12 @@
  * scratch folder and removed afterwards.
  */
 import t from "tap";
-import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { buildBundle } from "../../scripts/build.ts";
 import { CriClient } from "../helpers/cri-client.ts";
-import { REPO_ROOT } from "../helpers/cridock-process.ts";
+import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
 
 t.test("the bundle serves the CRI API without tsx", async (t) => {
   const outDir = await mkdtemp(join(REPO_ROOT, ".bundle-test-"));
@@ -27,17 +26,12 @@ t.test("the bundle serves the CRI API without tsx", async (t) => {
   const socket = join(scratch, "cri.sock");
   const entry = join(outDir, "cridock.js");
   const script = `const { main } = await import(${JSON.stringify(entry)}); process.exit(await main(process.argv.slice(1)));`;
-  const child = spawn(
+  const { child, stderr, exited } = spawnBuiltCridock(
+    t,
     process.execPath,
     ["--input-type=module", "-e", script, "--", `--container-runtime-endpoint=unix://${socket}`, `--root-directory=${join(scratch, "root")}`, `--docker-endpoint=unix://${join(scratch, "no-docker.sock")}`, "--network-plugin=no-op", "--log-level=warn"],
-    { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, NODE_OPTIONS: "" } },
+    { ...process.env, NODE_OPTIONS: "" },
   );
-  let stderr = "";
-  child.stderr!.on("data", (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill("SIGKILL");
-  });
 
   const client = new CriClient(socket);
   let status: { status: { conditions: { type: string; status: boolean; message: string }[] } } | undefined;
@@ -47,7 +41,7 @@ t.test("the bundle serves the CRI API without tsx", async (t) => {
     if (!status) await new Promise((r) => setTimeout(r, 100));
   }
   client.close();
-  t.ok(status, `the bundle served Status (stderr: ${stderr})`);
+  t.ok(status, `the bundle served Status (stderr: ${stderr()})`);
   const runtime = status?.status.conditions.find((c) => c.type === "RuntimeReady");
   t.equal(runtime?.status, false, "no dockerd: RuntimeReady is false");
   t.match(runtime?.message ?? "", /no-docker\.sock/, "and says which socket it tried");
