@@ -67,15 +67,20 @@ export function classifyCapabilities(mask: bigint, lastCap: number): HostCapabil
   return result;
 }
 
-/** Reads this process's bounding set; the kernel's files are the only input. */
-export async function readHostCapabilities(): Promise<HostCapabilities> {
-  const status = await readFile("/proc/self/status", "utf8");
+/** The capability bounding set from the text of /proc/<pid>/status. */
+export function boundingSetMask(status: string): bigint {
   const line = /^CapBnd:\s*([0-9a-fA-F]+)\s*$/m.exec(status);
   if (!line) throw new Error("/proc/self/status has no CapBnd line");
+  return parseCapabilityMask(line[1]!);
+}
+
+/** Reads this process's bounding set; the kernel's files are the only input. */
+export async function readHostCapabilities(): Promise<HostCapabilities> {
+  const mask = boundingSetMask(await readFile("/proc/self/status", "utf8"));
   const lastText = await readFile("/proc/sys/kernel/cap_last_cap", "utf8").catch(() => "");
   // Without cap_last_cap (very old kernels), trust the table.
   const lastCap = /^\d+$/.test(lastText.trim()) ? Number(lastText.trim()) : CAPABILITY_NAMES.length - 1;
-  return classifyCapabilities(parseCapabilityMask(line[1]!), lastCap);
+  return classifyCapabilities(mask, lastCap);
 }
 
 let cached: Promise<HostCapabilities> | undefined;

@@ -20,7 +20,7 @@
  * score unless their units set different ones).
  */
 import { readFile } from "node:fs/promises";
-import { parseCapabilityMask } from "./capabilities.ts";
+import { boundingSetMask } from "./capabilities.ts";
 
 /** --restrict-oom-score-adj: decide from the host, or force it. */
 export type OomScoreRestriction = "auto" | boolean;
@@ -63,8 +63,6 @@ export async function readOomScoreFacts(proc = "/proc/self"): Promise<OomScoreFa
 
 /** The facts from the text of /proc/<pid>/status, oom_score_adj and uid_map. */
 export function parseOomScoreFacts(status: string, score: string, uidMap: string): OomScoreFacts {
-  const bounding = /^CapBnd:\s*([0-9a-fA-F]+)\s*$/m.exec(status);
-  if (!bounding) throw new Error("/proc/self/status has no CapBnd line");
   const ownScore = Number(score.trim());
   if (!/^-?\d+$/.test(score.trim()) || ownScore < -1000 || ownScore > 1000) {
     throw new Error(`oom_score_adj "${score.trim()}" is not an integer in -1000..1000`);
@@ -72,7 +70,7 @@ export function parseOomScoreFacts(status: string, score: string, uidMap: string
   const lines = uidMap.split("\n").filter((l) => l.trim() !== "");
   return {
     ownScore,
-    sysResourceInBoundingSet: (parseCapabilityMask(bounding[1]!) & (1n << CAP_SYS_RESOURCE)) !== 0n,
+    sysResourceInBoundingSet: (boundingSetMask(status) & (1n << CAP_SYS_RESOURCE)) !== 0n,
     inUserNamespace: !(lines.length === 1 && INITIAL_UID_MAP.test(lines[0]!)),
   };
 }
