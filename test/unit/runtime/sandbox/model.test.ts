@@ -9,22 +9,10 @@ import { dockerTimeToNanos, isReady, type SandboxRecord } from "../../../../src/
 import { sandboxSpecFromCri } from "../../../../src/cri/sandbox-rpcs.ts";
 import { sandboxCreateBody } from "../../../../src/runtime/sandbox/docker.ts";
 import { NamespaceMode, ProfileType, Protocol } from "../../../../src/cri/proto-types.ts";
+import { sandboxSpec } from "../../../helpers/sandbox-fixtures.ts";
 
 function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
-  return {
-    metadata: { name: "web", namespace: "default", uid: "0b6c-11", attempt: 0 },
-    hostname: "web",
-    logDirectory: "/var/log/pods/x",
-    portMappings: [],
-    labels: {},
-    annotations: {},
-    cgroupParent: "",
-    sysctls: {},
-    namespaces: { network: "pod", pid: "pod", ipc: "pod", targetId: "" },
-    security: { privileged: false, readonlyRootfs: false, supplementalGroups: [], seccomp: { type: "unconfined" } },
-    runtimeHandler: "",
-    ...overrides,
-  };
+  return sandboxSpec({ logDirectory: "/var/log/pods/x", ...overrides });
 }
 
 t.test("checkpoint store is atomic JSON per key", async (t) => {

@@ -3,73 +3,44 @@
 // /etc/group; the group comes from the request, the pause image's USER, or
 // the pause image's /etc/passwd.
 import t from "tap";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { SandboxManager } from "../../../../src/runtime/sandbox/manager.ts";
-import { CheckpointStore } from "../../../../src/store/checkpoint.ts";
-import type { SandboxRecord } from "../../../../src/runtime/sandbox/record.ts";
 import type { SandboxSpec } from "../../../../src/runtime/sandbox/spec.ts";
-import type { DockerClient } from "../../../../src/docker/client.ts";
 import type { ContainerCreateBody } from "../../../../src/docker/types.ts";
-import { DockerBridgeNetwork } from "../../../../src/network/plugin.ts";
-import { createLogger } from "../../../../src/log.ts";
+import { runningPauseInspect, sandboxSpec, scratchSandboxManager } from "../../../helpers/sandbox-fixtures.ts";
 
 async function pauseUser(t: { teardown(fn: () => unknown): void }, security: Partial<SandboxSpec["security"]>, imageUser: string, passwd: string | undefined) {
-  const dir = await mkdtemp(join(tmpdir(), "cridock-strict-"));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
   const bodies: ContainerCreateBody[] = [];
   const reads: string[] = [];
   let n = 0;
-  const docker = {
-    createContainer: async (_name: string, body: ContainerCreateBody) => {
-      bodies.push(body);
-      return { Id: String(++n).repeat(64), Warnings: [] };
-    },
-    startContainer: async () => undefined,
-    inspectContainer: async (id: string) => ({
-      Id: id,
-      Created: "2026-01-02T03:04:05Z",
-      State: { Running: true, Pid: 4242, ExitCode: 0, Error: "", Status: "running" },
-      NetworkSettings: { Networks: { bridge: { IPAddress: "172.17.0.9" } } },
-      HostConfig: {},
-      Config: { Image: "pause" },
-    }),
-    listContainers: async () => [],
-  } as unknown as DockerClient;
-  const sandboxes = new SandboxManager({
-    docker,
-    network: new DockerBridgeNetwork(),
-    store: new CheckpointStore<SandboxRecord>(join(dir, "sandbox")),
-    log: createLogger("silent"),
-    pauseImage: "pause:1",
-    ensureImage: async () => ({ id: "sha256:pause", inspect: { Config: { User: imageUser } } }),
-    files: {
-      readText: async (id, path) => {
-        reads.push(`${id} ${path}`);
-        return passwd;
+  const sandboxes = await scratchSandboxManager(
+    t,
+    {
+      createContainer: async (_name: string, body: ContainerCreateBody) => {
+        bodies.push(body);
+        return { Id: String(++n).repeat(64), Warnings: [] };
       },
-      exists: async () => false,
+      startContainer: async () => undefined,
+      inspectContainer: async (id: string) => runningPauseInspect(id, "2026-01-02T03:04:05Z"),
+      listContainers: async () => [],
     },
-    rootDirectory: dir,
-    logMaxSize: "",
-    logMaxFile: 0,
-    cgroupDriver: async () => "cgroupfs",
-    runtimeNames: async () => [],
-  });
-  await sandboxes.run({
-    metadata: { name: "web", namespace: "default", uid: `u${Math.random()}`, attempt: 0 },
-    hostname: "web",
-    logDirectory: "",
-    portMappings: [],
-    labels: {},
-    annotations: {},
-    cgroupParent: "",
-    sysctls: {},
-    namespaces: { network: "pod", pid: "pod", ipc: "pod", targetId: "" },
-    security: { privileged: false, readonlyRootfs: false, supplementalGroups: ["1234"], seccomp: { type: "unconfined" }, ...security },
-    runtimeHandler: "",
-  });
+    {
+      pauseImage: "pause:1",
+      ensureImage: async () => ({ id: "sha256:pause", inspect: { Config: { User: imageUser } } }),
+      files: {
+        readText: async (id, path) => {
+          reads.push(`${id} ${path}`);
+          return passwd;
+        },
+        exists: async () => false,
+      },
+    },
+  );
+  const base = sandboxSpec().security;
+  await sandboxes.run(
+    sandboxSpec({
+      metadata: { name: "web", namespace: "default", uid: `u${Math.random()}`, attempt: 0 },
+      security: { ...base, supplementalGroups: ["1234"], ...security },
+    }),
+  );
   return { user: bodies[0]!.User, groupAdd: bodies[0]!.HostConfig?.GroupAdd, reads };
 }
 
