@@ -89,30 +89,22 @@ export class CridockMetrics implements RpcObserver {
     this.pullDuration = histogram("image_pull_duration_seconds", "Time an image pull took, by result", ["result"], PULL_BUCKETS);
     const sources = () => this.sources;
     const counts = () => this.objectCounts();
-    new client.Gauge({
-      name: `${PREFIX}pod_sandboxes`,
-      help: "Pod sandboxes by CRI state (SANDBOX_READY, SANDBOX_NOTREADY)",
-      labelNames: ["state"] as const,
-      registers,
-      async collect() {
-        const c = await counts();
-        if (!c) return;
-        this.reset();
-        for (const [state, n] of Object.entries(c.sandboxes)) this.set({ state }, n);
-      },
-    });
-    new client.Gauge({
-      name: `${PREFIX}containers`,
-      help: "Containers by CRI state (CONTAINER_CREATED, CONTAINER_RUNNING, CONTAINER_EXITED, CONTAINER_UNKNOWN)",
-      labelNames: ["state"] as const,
-      registers,
-      async collect() {
-        const c = await counts();
-        if (!c) return;
-        this.reset();
-        for (const [state, n] of Object.entries(c.containers)) this.set({ state }, n);
-      },
-    });
+    // One gauge per kind of object, its series reset and refilled from one count at each scrape.
+    const stateGauge = (name: string, help: string, kind: keyof ObjectCounts) =>
+      new client.Gauge({
+        name: `${PREFIX}${name}`,
+        help,
+        labelNames: ["state"] as const,
+        registers,
+        async collect() {
+          const c = await counts();
+          if (!c) return;
+          this.reset();
+          for (const [state, n] of Object.entries(c[kind])) this.set({ state }, n);
+        },
+      });
+    stateGauge("pod_sandboxes", "Pod sandboxes by CRI state (SANDBOX_READY, SANDBOX_NOTREADY)", "sandboxes");
+    stateGauge("containers", "Containers by CRI state (CONTAINER_CREATED, CONTAINER_RUNNING, CONTAINER_EXITED, CONTAINER_UNKNOWN)", "containers");
     // The log writers keep plain running totals; each scrape copies one of them into its counter.
     const logTotalCounter = (name: string, help: string, field: keyof LogTotals) =>
       new client.Counter({
