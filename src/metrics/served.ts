@@ -9,7 +9,7 @@ import { addStepSink } from "../steps.ts";
 import { MetricsServer } from "./http.ts";
 import { CridockMetrics } from "./registry.ts";
 import { instrumentHandlers } from "./rpc.ts";
-import type { MetricsWiring } from "./setup.ts";
+import type { MetricsWiring } from "./wiring.ts";
 
 const LOOPBACK = /^(127\.|::1$|localhost$)/;
 

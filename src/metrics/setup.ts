@@ -9,22 +9,10 @@
  * has no use for (test/unit/startup-modules.test.ts keeps them out).
  */
 import type { Config } from "../config.ts";
-import type { HandlerTable } from "../cri/handlers.ts";
-import type { DockerRequestObserver } from "../docker/observer.ts";
 import type { Logger } from "../log.ts";
-import type { CridockMetrics, ObjectCounts } from "./registry.ts";
-
-export interface MetricsWiring {
-  dockerObserver?: DockerRequestObserver;
-  onPull?: CridockMetrics["imagePull"];
-  onCniOperation?: CridockMetrics["cniOperation"];
-  handlers(service: "RuntimeService" | "ImageService", table: HandlerTable): HandlerTable;
-  /** Starts serving /metrics once the objects can be counted. */
-  start(objectCounts: () => Promise<ObjectCounts>): Promise<void>;
-  stop(): Promise<void>;
-  /** The bound address, when serving. */
-  address(): { host: string; port: number } | undefined;
-}
+import type { ObjectCounts } from "./registry.ts";
+import type { MetricsWiring } from "./wiring.ts";
+export type { MetricsWiring } from "./wiring.ts";
 
 const NO_METRICS: MetricsWiring = {
   handlers: (_s, t) => t,
