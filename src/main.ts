@@ -58,7 +58,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   // server or log writers started here would act on its state.
   // (systemd owns an activated socket: nothing to check there.)
   if (!config.socketActivated) await prepareSocketPath(config.listenSocket);
-  const metrics = metricsWiring(config, log);
+  const metrics = await metricsWiring(config, log);
   const docker = new DockerClient({
     onRequest: metrics.dockerObserver,
     endpoint: config.dockerEndpoint,

@@ -15,12 +15,11 @@
  *   filled every connection, and quick calls (/version, /_ping, inspects)
  *   queued behind them until kubelet gave up on them.
  */
-import { Pool, errors as undiciErrors, type Dispatcher } from "undici";
+import { Pool, UndiciError, poolRequest, poolUpgrade } from "./undici-pool.ts";
 import type { Duplex, Readable } from "node:stream";
 import { ContainerListCache } from "./list-cache.ts";
 import { ContainerEventStream } from "./events.ts";
 
-type UpgradeRequest = Dispatcher.UpgradeOptions & { body?: string };
 import { CridockError } from "../errors.ts";
 import { MAX_API_VERSION, MIN_API_VERSION, compareApiVersions } from "./api-version.ts";
 import { DockerError, errorMessageOf } from "./errors.ts";
@@ -193,7 +192,7 @@ export class DockerClient {
     try {
       const { body, headers } = this.encodeBody(options);
       const long = options.long || options.timeoutMs === 0;
-      const response = await (long ? this.longPool : this.pool).request({
+      const response = await poolRequest(long ? this.longPool : this.pool, {
         method: method as "GET",
         path: await this.path(path, options),
         headers,
@@ -236,17 +235,14 @@ export class DockerClient {
     const started = performance.now();
     try {
       const { body, headers } = this.encodeBody(options);
-      // undici passes `body` through to the dispatcher although its
-      // UpgradeOptions type does not declare it; Docker needs the JSON body.
-      const request: UpgradeRequest = {
+      const { socket } = await poolUpgrade(this.longPool, {
         method: "POST",
         path: await this.path(path, options),
         protocol: "tcp",
         headers,
         body: body as string | undefined,
         signal,
-      };
-      const { socket } = await (this.longPool.upgrade(request) as Promise<Dispatcher.UpgradeData>);
+      });
       this.onRequest?.("POST", path, (performance.now() - started) / 1000, { statusCode: 101 });
       return socket;
     } catch (err) {
@@ -267,7 +263,7 @@ export class DockerClient {
       const timeout = options.timeoutMs ?? this.timeoutMs;
       return new CridockError("DEADLINE_EXCEEDED", `${what}: dockerd did not answer within ${timeout} ms`);
     }
-    if (err instanceof undiciErrors.UndiciError && /upgrade/i.test(err.message)) {
+    if (err instanceof UndiciError && /upgrade/i.test(err.message)) {
       return new CridockError("UNKNOWN", `${what}: dockerd did not upgrade the connection`, { cause: err });
     }
     const code = (err as { code?: string }).code;

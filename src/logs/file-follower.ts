@@ -23,8 +23,8 @@
  * off to five minutes, for events a watch can miss (a full inotify queue).
  * Without a watch it polls every second.
  */
-import { stat } from "node:fs/promises";
 import { isNotFound } from "../docker/errors.ts";
+import { ContainerExitCheck } from "./container-exit.ts";
 import { parseDockerTime } from "../docker/time.ts";
 import { delay, FollowerBase, type LogFollowerOptions } from "./follower-base.ts";
 import { JsonLogConverter } from "./json-log.ts";
@@ -54,14 +54,20 @@ const SAFETY_MAX_MS = 300_000;
  * per MB.
  */
 const BATCH_MS = 10;
+/**
+ * While output keeps coming, reads are this far apart: each round (a read,
+ * a conversion, a write, their promises and timers) cost about 1.5 ms of
+ * CPU whatever it carried, so a container printing a line every 100 ms
+ * cost 1.5% of a core and logging at 1 MB/s 30 ms of CPU per MB. Output
+ * after a quiet spell is still read BATCH_MS after it lands.
+ */
+const FLOWING_MS = 250;
 /** While reading (the watch is off), how often Docker's directory is checked for new files. */
 const REFRESH_MS = 250;
 /** Without a watch: how often the log is polled, and Docker's directory checked for new files. */
 const POLL_MS = 1_000;
 /** A safety poll that finds output no event announced, this many times in a row, ends the watch. */
 const MISSES_TO_POLL = 2;
-/** While the container's process is visible in /proc, Docker is asked whether it exited this seldom (a reused pid). */
-const CONFIRM_EXIT_MS = 15 * 60_000;
 /** Resume: how long the end of Docker's log is waited for while entries already written are passed over. */
 const SKIP_WAIT_MS = 50;
 const SKIP_WAIT_TRIES = 20;
@@ -85,18 +91,16 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
   private lastTime = "";
   private dockerLogPath = "";
   private maxFiles = 1;
-  private pid = 0;
-  private lastInspect = 0;
   private readonly bell = new Doorbell();
   private watch: LogWatch | undefined;
-  /** Docker reported the container's end since the last check. */
-  private exitReported = false;
+  private exit: ContainerExitCheck;
   private refreshTimer: ReturnType<typeof setInterval> | undefined;
   /** Resumed from a checkpoint: nothing is saved before Docker's file is positioned again. */
   private resumed = false;
 
   constructor(protected override readonly options: JsonFileFollowerOptions) {
     super(options);
+    this.exit = new ContainerExitCheck(options.docker, this.containerId);
   }
 
   /** Creates the CRI file now; reading Docker's log starts in the background. */
@@ -134,7 +138,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
 
   /** Docker reported the container's end (its die event), or events may have been missed: ask Docker now instead of at the next safety poll. */
   override checkExit(): void {
-    this.exitReported = true;
+    this.exit.report();
     this.bell.ring("state");
   }
 
@@ -174,6 +178,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
         if (this.carry === this.input.length) this.grow();
         // This read sees everything rung so far.
         this.bell.clearLog();
+        const space = this.input.length - this.carry;
         const n = await tail.read(this.input, this.carry);
         if (unannounced) {
           misses = n > 0 ? misses + 1 : 0;
@@ -183,6 +188,11 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
         if (n > 0) {
           this.watch?.disarm();
           await this.consume(this.carry + n, "more");
+          // Caught up with dockerd while it still writes (the read did not fill
+          // the buffer): let its next lines gather for a while instead of
+          // chasing every write with a read, a conversion and a write of the
+          // CRI file, each a round through libuv's threadpool.
+          if (n < space) await delay(FLOWING_MS, this.abort.signal);
           continue;
         }
         // While armed, renames call refresh() themselves; a safety poll looks anyway (a missed rename).
@@ -205,7 +215,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
           continue;
         }
         // Changes of the log itself say nothing about the container's end.
-        if (woke !== "log" && (await this.exited())) {
+        if (woke !== "log" && (await this.exit.exited())) {
           exitedAt = Date.now();
           continue;
         }
@@ -254,8 +264,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     if (!inspect.LogPath) throw new Error(`Docker reports no json-file log path for container ${this.containerId}`);
     this.dockerLogPath = inspect.LogPath;
     this.maxFiles = Number(inspect.HostConfig.LogConfig?.Config?.["max-file"] ?? "1") || 1;
-    this.pid = inspect.State.Running ? inspect.State.Pid : 0;
-    this.lastInspect = Date.now();
+    this.exit.noteInspect(inspect.State.Running, inspect.State.Pid);
     // Watching before the first read: whatever is written after it rings the bell.
     this.watch?.close();
     this.watch = LogWatch.open({
@@ -340,34 +349,6 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     }
   }
 
-  /**
-   * Whether the container has exited. After Docker's die event, Docker is
-   * asked. Otherwise (a safety poll, dockerd rewriting the container's state
-   * file) a live pid in /proc answers, and Docker is asked only when the pid
-   * cannot be seen (gone, or in another pid namespace) or now and then to
-   * rule out a reused pid.
-   */
-  private async exited(): Promise<boolean> {
-    const reported = this.exitReported;
-    this.exitReported = false;
-    if (!reported && this.pid > 0 && Date.now() - this.lastInspect < CONFIRM_EXIT_MS && (await processExists(this.pid))) {
-      return false;
-    }
-    this.lastInspect = Date.now();
-    try {
-      const inspect = await this.options.docker.inspectContainer(this.containerId);
-      if (inspect.State.Running) {
-        // A pid this process cannot see (another pid namespace) is no use.
-        this.pid = (await processExists(inspect.State.Pid)) ? inspect.State.Pid : 0;
-        return false;
-      }
-      return true;
-    } catch (err) {
-      if (isNotFound(err)) return true;
-      throw err;
-    }
-  }
-
   /** While reading or without a watch, Docker's directory is checked for new files on a timer, also while the reader is busy. */
   private pollRefresh(): void {
     if (this.refreshTimer || !this.tail) return;
@@ -409,8 +390,4 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     this.input = bigger;
     this.output = Buffer.allocUnsafe(bigger.length + OUT_SLACK);
   }
-}
-
-function processExists(pid: number): Promise<boolean> {
-  return stat(`/proc/${pid}`).then(() => true, () => false);
 }

@@ -3,63 +3,29 @@
  * entry point stays a list of components: the Docker client's request hook,
  * the CNI operation hook, the image pull hook, the CRI handler wrapper, a sink
  * for the step timer's steps, and the scrape-time sources (object counts, log totals). Without
- * --metrics-bind-addr nothing is created and every hook is absent.
+ * --metrics-bind-addr nothing is created and every hook is absent, and
+ * prom-client and the scrape server are not even loaded (served.ts is
+ * imported on demand): they cost an idle process about 3 MB of memory it
+ * has no use for (test/unit/startup-modules.test.ts keeps them out).
  */
 import type { Config } from "../config.ts";
-import type { HandlerTable } from "../cri/handlers.ts";
-import type { DockerRequestObserver } from "../docker/observer.ts";
 import type { Logger } from "../log.ts";
-import { logTotals } from "../logs/totals.ts";
-import { addStepSink } from "../steps.ts";
-import { MetricsServer } from "./http.ts";
-import { CridockMetrics, type ObjectCounts } from "./registry.ts";
-import { instrumentHandlers } from "./rpc.ts";
+import type { ObjectCounts } from "./registry.ts";
+import type { MetricsWiring } from "./wiring.ts";
+export type { MetricsWiring } from "./wiring.ts";
 
-export interface MetricsWiring {
-  dockerObserver?: DockerRequestObserver;
-  onPull?: CridockMetrics["imagePull"];
-  onCniOperation?: CridockMetrics["cniOperation"];
-  handlers(service: "RuntimeService" | "ImageService", table: HandlerTable): HandlerTable;
-  /** Starts serving /metrics once the objects can be counted. */
-  start(objectCounts: () => Promise<ObjectCounts>): Promise<void>;
-  stop(): Promise<void>;
-  /** The bound address, when serving. */
-  address(): { host: string; port: number } | undefined;
-}
+const NO_METRICS: MetricsWiring = {
+  handlers: (_s, t) => t,
+  start: async () => {},
+  stop: async () => {},
+  address: () => undefined,
+};
 
-const LOOPBACK = /^(127\.|::1$|localhost$)/;
-
-export function metricsWiring(config: Config, log: Logger): MetricsWiring {
+export async function metricsWiring(config: Config, log: Logger): Promise<MetricsWiring> {
   const bind = config.metrics;
-  if (!bind) {
-    return {
-      handlers: (_s, t) => t,
-      start: async () => {},
-      stop: async () => {},
-      address: () => undefined,
-    };
-  }
-  const metrics = new CridockMetrics();
-  const server = new MetricsServer(metrics, { host: bind.host, port: bind.port, logger: log });
-  const removeStepSink = addStepSink((operation, step, ms) => metrics.operationStep(operation, step, ms / 1000));
-  return {
-    dockerObserver: (method, path, seconds, outcome) => metrics.dockerRequest(method, path, seconds, outcome),
-    onPull: (seconds, result) => metrics.imagePull(seconds, result),
-    onCniOperation: (operation, seconds, ok) => metrics.cniOperation(operation, seconds, ok),
-    handlers: (service, table) => instrumentHandlers(service, table, metrics),
-    async start(objectCounts) {
-      metrics.setSources({ objectCounts, logTotals: () => logTotals });
-      if (!LOOPBACK.test(bind.host)) {
-        log.warn({ host: bind.host }, "metrics are served on a non-loopback address without authentication; firewall it or bind 127.0.0.1");
-      }
-      await server.start();
-    },
-    stop: async () => {
-      removeStepSink();
-      await server.stop();
-    },
-    address: () => server.address(),
-  };
+  if (!bind) return NO_METRICS;
+  const { servedMetrics } = await import("./served.ts");
+  return servedMetrics(bind, log);
 }
 
 /** Sandboxes and containers by CRI state, from the runtime's own lists (answered from the list cache). */

@@ -11,7 +11,6 @@
  * names immutable content, so answers are cached per image id.
  */
 import type { Readable } from "node:stream";
-import { extract } from "tar-stream";
 import type { DockerClient } from "../docker/client.ts";
 import type { ContainerCreateBody } from "../docker/types.ts";
 import { CRIDOCK_PREFIX } from "./labels.ts";
@@ -109,6 +108,8 @@ export class DockerImageFiles implements ImageFileReader {
 
 /** The content of the tar stream's first entry when it is a regular file (bounded), else undefined. */
 export async function firstRegularFile(tar: Readable): Promise<string | undefined> {
+  // Loaded when first needed: only images with a named user or group take this path.
+  const { extract } = await import("tar-stream");
   const reader = extract();
   tar.pipe(reader);
   try {

@@ -8,7 +8,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { WebSocketServer, createWebSocketStream, type WebSocket } from "ws";
+import type { WebSocket, WebSocketServer } from "ws";
 import { CridockError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { PORTFORWARD_PROTOCOL, SpdyPortForward, type PortForwardRequest, type PortForwardRuntime } from "./portforward.ts";
@@ -56,7 +56,11 @@ const ROUTE = /^\/(exec|attach|portforward)\/([^/?#]+)$/;
 
 export class StreamingServer {
   private readonly http: Server;
-  private readonly wss: WebSocketServer;
+  /**
+   * Made on the first WebSocket upgrade: kubelet speaks SPDY unless asked
+   * otherwise, and `ws` costs an idle process memory for nothing until then.
+   */
+  private wss: Promise<{ server: WebSocketServer; ws: typeof import("ws") }> | undefined;
   private readonly tokens: TokenStore<StreamRequest>;
   private readonly log: Logger;
   /** Live sessions: close() ends one; `done` settles when its command or forwards have wound down. */
@@ -78,19 +82,6 @@ export class StreamingServer {
       if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
       socket.destroy();
     });
-    this.wss = new WebSocketServer({
-      noServer: true,
-      maxPayload: 16 * 1024 * 1024,
-      perMessageDeflate: false,
-      handleProtocols: (offered: Set<string>, req: IncomingMessage) => {
-        const supported = (req as IncomingMessage & { cridockKind?: Kind }).cridockKind === "portforward" ? [WEBSOCKET_PORTFORWARD_PROTOCOL] : WEBSOCKET_PROTOCOLS;
-        return supported.find((p) => offered.has(p)) ?? false;
-      },
-    });
-    this.wss.on("headers", (headers: string[], req: IncomingMessage) => {
-      const protocol = (req as IncomingMessage & { cridockProtocol?: string }).cridockProtocol;
-      if (protocol) headers.push(`Sec-WebSocket-Protocol: ${protocol}`);
-    });
   }
 
   async start(): Promise<void> {
@@ -111,11 +102,31 @@ export class StreamingServer {
     // Give commands of vanished clients time to be killed, so none outlives cridock.
     const timer = new Promise<void>((resolve) => setTimeout(resolve, 10_000).unref());
     await Promise.race([Promise.all(sessions.map((s) => s.done.catch(() => undefined))), timer]);
-    for (const client of this.wss.clients) client.terminate();
+    if (this.wss) for (const client of (await this.wss).server.clients) client.terminate();
     await new Promise<void>((resolve) => {
       this.http.close(() => resolve());
       this.http.closeAllConnections();
     });
+  }
+
+  private webSockets(): Promise<{ server: WebSocketServer; ws: typeof import("ws") }> {
+    this.wss ??= import("ws").then((ws) => {
+      const server = new ws.WebSocketServer({
+        noServer: true,
+        maxPayload: 16 * 1024 * 1024,
+        perMessageDeflate: false,
+        handleProtocols: (offered: Set<string>, req: IncomingMessage) => {
+          const supported = (req as IncomingMessage & { cridockKind?: Kind }).cridockKind === "portforward" ? [WEBSOCKET_PORTFORWARD_PROTOCOL] : WEBSOCKET_PROTOCOLS;
+          return supported.find((p) => offered.has(p)) ?? false;
+        },
+      });
+      server.on("headers", (headers: string[], req: IncomingMessage) => {
+        const protocol = (req as IncomingMessage & { cridockProtocol?: string }).cridockProtocol;
+        if (protocol) headers.push(`Sec-WebSocket-Protocol: ${protocol}`);
+      });
+      return { server, ws };
+    });
+    return this.wss;
   }
 
   /** http://host:port, with a connectable host when bound to a wildcard address. */
@@ -165,7 +176,13 @@ export class StreamingServer {
         delete req.headers["sec-websocket-protocol"];
         (req as IncomingMessage & { cridockProtocol?: string }).cridockProtocol = WEBSOCKET_PORTFORWARD_PROTOCOL;
       }
-      this.wss.handleUpgrade(req, socket, head, (ws) => this.onWebSocket(ws, request));
+      this.webSockets().then(
+        ({ server, ws }) => server.handleUpgrade(req, socket, head, (client) => this.onWebSocket(client, request, ws.createWebSocketStream)),
+        (err: unknown) => {
+          this.log.error({ err }, "cannot load the WebSocket server");
+          refuse(socket, 500, "Internal Server Error", "WebSocket streaming is unavailable");
+        },
+      );
       return;
     }
     if (upgrade === "spdy/3.1") return this.onSpdy(req, socket, head, request);
@@ -211,7 +228,7 @@ export class StreamingServer {
     return session;
   }
 
-  private onWebSocket(ws: WebSocket, request: StreamRequest): void {
+  private onWebSocket(ws: WebSocket, request: StreamRequest, createWebSocketStream: typeof import("ws").createWebSocketStream): void {
     const log = this.log.child({ kind: request.kind, transport: "websocket", protocol: ws.protocol });
     // Invalid frames from the client end up here; ws closes the connection itself.
     ws.on("error", (err) => log.debug({ err }, "WebSocket protocol error from the client"));

@@ -15,6 +15,14 @@ import { TEST_DOCKER_ENDPOINT } from "./env.ts";
 
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
+/**
+ * V8 flags Deno runs cridock with (docs/operating.md): Deno ignores
+ * node:v8's setFlagsFromString, through which cridock keeps llhttp on
+ * baseline code under Node (src/docker/undici-pool.ts), and keeps its young
+ * generation at its full 8 MB where Node's shrinks once idle.
+ */
+export const DENO_V8_FLAGS = "--v8-flags=--liftoff-only,--max-semi-space-size=1";
+
 export interface CridockProcessOptions {
   /** Extra flags; --container-runtime-endpoint, --root-directory and --docker-endpoint (the test engine) are set unless given. */
   flags?: string[];
@@ -60,7 +68,7 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
   if (!flags.some((f) => f.startsWith("--docker-endpoint"))) flags.push(`--docker-endpoint=${TEST_DOCKER_ENDPOINT}`);
   const [command, args] =
     options.runtime === "deno"
-      ? [join(REPO_ROOT, "node_modules/.bin/deno"), ["run", "-A", join(REPO_ROOT, "src/main.ts"), ...flags]]
+      ? [join(REPO_ROOT, "node_modules/.bin/deno"), ["run", "-A", DENO_V8_FLAGS, join(REPO_ROOT, "src/main.ts"), ...flags]]
       : [process.execPath, [...(options.nodeFlags ?? []), options.entry ?? join(REPO_ROOT, "bin/cridock.js"), ...flags]];
   const child = spawn(command, args, {
     cwd: REPO_ROOT,

@@ -42,6 +42,28 @@ t.test("entries become CRI records: newline decides F or P, time padded to nine 
   t.equal(r.lastTime, "2026-01-02T03:04:05.123456789Z");
 });
 
+t.test("content of every length around the short-copy cut, plain and with escapes, and zone offsets, is copied exactly", async (t) => {
+  // Short runs are copied byte by byte, long ones with TypedArray.set (json-log.ts copyBytes).
+  const lengths = [0, 1, 2, 31, 32, 33, 63, 64, 65, 66, 127, 128, 129, 1000, 16 * 1024];
+  const contents = lengths.flatMap((n) => {
+    const plain = "abcdefghij".repeat(Math.ceil(n / 10) + 1).slice(0, n);
+    // An escape right after a short or long plain run, then more plain bytes.
+    return [plain, `${plain}"${plain}`, `é${plain}\\t${plain}`];
+  });
+  const times = ["2026-01-02T03:04:05.1234Z", "2026-01-02T03:04:05+02:00", "2026-01-02T03:04:05.123456789-07:30"];
+  const text = contents.map((c, i) => entry(`${c}\n`, i % 2 ? "stderr" : "stdout", times[i % times.length])).join("");
+  const r = convertAll(text);
+  t.equal(r.records, contents.length);
+  const records = r.text.split("\n").slice(0, -1).map((l) => parseRecord(l));
+  t.same(records.map((rec) => rec?.content), contents, "every content byte for byte");
+  t.same(records.map((rec) => rec?.stream), contents.map((_, i) => (i % 2 ? "stderr" : "stdout")));
+  t.same(
+    records.map((rec) => rec?.timestamp),
+    contents.map((_, i) => ["2026-01-02T03:04:05.123400000Z", "2026-01-02T03:04:05.000000000+02:00", "2026-01-02T03:04:05.123456789-07:30"][i % 3]),
+    "times padded to nine digits, zone kept",
+  );
+});
+
 t.test("escapes decode to the bytes the container wrote", async (t) => {
   // Docker's encoder escapes <, >, & and control bytes as \u00XX; UTF-8 stays raw.
   const line = '{"log":"a\\"b\\\\c\\u0009\\u0001\\u003c\\u003e\\u0026é😀\\ud83d\\ude00\\/\\r\\n","stream":"stdout","time":"2026-01-02T03:04:05.5Z"}\n';

@@ -1,0 +1,61 @@
+/**
+ * Whether a followed container has exited, asked of Docker as seldom as
+ * possible: after Docker's die event it is asked; otherwise (a safety poll,
+ * dockerd rewriting the container's state file) a live pid in /proc
+ * answers, and Docker is asked only when the pid cannot be seen (gone, or in
+ * another pid namespace) or now and then to rule out a reused pid.
+ */
+import { stat } from "node:fs/promises";
+import type { DockerClient } from "../docker/client.ts";
+import { isNotFound } from "../docker/errors.ts";
+
+/** While the container's process is visible in /proc, Docker is asked whether it exited this seldom (a reused pid). */
+const CONFIRM_EXIT_MS = 15 * 60_000;
+
+export class ContainerExitCheck {
+  private pid = 0;
+  private lastInspect = 0;
+  /** Docker reported the container's end since the last check. */
+  private reported = false;
+
+  constructor(
+    private readonly docker: Pick<DockerClient, "inspectContainer">,
+    private readonly containerId: string,
+  ) {}
+
+  /** What an inspect just told: the process to look for in /proc. */
+  noteInspect(running: boolean, pid: number): void {
+    this.pid = running ? pid : 0;
+    this.lastInspect = Date.now();
+  }
+
+  /** Docker reported the container's end: the next check asks Docker. */
+  report(): void {
+    this.reported = true;
+  }
+
+  async exited(): Promise<boolean> {
+    const reported = this.reported;
+    this.reported = false;
+    if (!reported && this.pid > 0 && Date.now() - this.lastInspect < CONFIRM_EXIT_MS && (await processExists(this.pid))) {
+      return false;
+    }
+    this.lastInspect = Date.now();
+    try {
+      const inspect = await this.docker.inspectContainer(this.containerId);
+      if (inspect.State.Running) {
+        // A pid this process cannot see (another pid namespace) is no use.
+        this.pid = (await processExists(inspect.State.Pid)) ? inspect.State.Pid : 0;
+        return false;
+      }
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return true;
+      throw err;
+    }
+  }
+}
+
+function processExists(pid: number): Promise<boolean> {
+  return stat(`/proc/${pid}`).then(() => true, () => false);
+}

@@ -1,0 +1,16 @@
+/** What metrics give the components main() builds (see setup.ts), served or not. */
+import type { HandlerTable } from "../cri/handlers.ts";
+import type { DockerRequestObserver } from "../docker/observer.ts";
+import type { CridockMetrics, ObjectCounts } from "./registry.ts";
+
+export interface MetricsWiring {
+  dockerObserver?: DockerRequestObserver;
+  onPull?: CridockMetrics["imagePull"];
+  onCniOperation?: CridockMetrics["cniOperation"];
+  handlers(service: "RuntimeService" | "ImageService", table: HandlerTable): HandlerTable;
+  /** Starts serving /metrics once the objects can be counted. */
+  start(objectCounts: () => Promise<ObjectCounts>): Promise<void>;
+  stop(): Promise<void>;
+  /** The bound address, when serving. */
+  address(): { host: string; port: number } | undefined;
+}
