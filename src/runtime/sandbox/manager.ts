@@ -250,7 +250,10 @@ export class SandboxManager implements SandboxLookup {
     let clean = true;
     if (record.network.phase === "attaching" || record.network.phase === "attached") {
       try {
-        if (record.networkKind === "cni") await this.network.tearDown(networkRequest(record, bandwidth));
+        // The sandbox goes away whatever DEL says (as in RemovePodSandbox): a DEL that fails as its ADD
+        // did (host-local with no range yet) must not keep the netns handle and checkpoint forever.
+        const left = record.networkKind === "cni" ? await this.network.tearDown(networkRequest(record, bandwidth), { force: true }) : [];
+        if (left.length > 0) log.error({ failures: left }, "undo: CNI DEL failed; what these plugins set up for the pod may remain");
         record.network.phase = "detached";
       } catch (err) {
         clean = false;
