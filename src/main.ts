@@ -16,7 +16,7 @@ import { ImageFilesystem } from "./runtime/image/imagefs.ts";
 import { ImageManager } from "./runtime/image/manager.ts";
 import { DockerBridgeNetwork, type PodNetwork } from "./network/plugin.ts";
 import { CniNetwork, type CniNetworkOptions } from "./network/cni.ts";
-import { PodCidrStore } from "./network/pod-cidr-store.ts";
+import { PodCidrStore } from "./store/pod-cidr.ts";
 import { CheckpointStore } from "./store/checkpoint.ts";
 import { SandboxManager } from "./runtime/sandbox/manager.ts";
 import type { SandboxRecord } from "./runtime/sandbox/record.ts";

@@ -37,7 +37,7 @@ export class RuntimeStatus {
   constructor(
     private readonly docker: DockerClient,
     private readonly network: NetworkReadinessSource,
-    /** Keeps the pod CIDR for the next start (network/pod-cidr-store.ts). */
+    /** Keeps the pod CIDR for the next start (store/pod-cidr.ts). */
     private readonly savePodCidr?: (cidr: string) => Promise<void>,
   ) {}
 

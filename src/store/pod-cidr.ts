@@ -7,7 +7,7 @@
  * the CNI config it writes from its template.
  */
 import { join } from "node:path";
-import { CheckpointStore } from "../store/checkpoint.ts";
+import { CheckpointStore } from "./checkpoint.ts";
 
 interface Stored {
   podCidr: string;
