@@ -113,6 +113,16 @@ export class CniNetwork implements PodNetwork {
   }
 
   readiness(): NetworkReadiness {
+    // A config whose plugins take ipRanges gets the pod range from kubelet (the node's podCIDR): until
+    // it has come, an ADD has no range, so the network is not ready yet (containerd's template config
+    // is not even written until then). kubelet sends the CIDR whatever the runtime's readiness.
+    if (this.current && !this.podCidr && this.current.plugins.some((p) => p.capabilities?.ipRanges === true)) {
+      return {
+        ready: false,
+        reason: "NetworkPluginNotReady",
+        message: `CNI network ${this.current.name} takes the pod CIDR (ipRanges) and kubelet has not sent one yet (UpdateRuntimeConfig; --pod-cidr sets one until then)`,
+      };
+    }
     if (this.current) return { ready: true };
     return {
       ready: false,

@@ -20,8 +20,10 @@ t.test("UpdateRuntimeConfig's pod CIDR gives pods their IPs, before and after a 
   await writeFile(file, JSON.stringify(list, null, 2) + "\n");
   const env = await startSandboxEnv(t, { cni });
 
-  // Before kubelet sent a CIDR there is no range: ADD fails, and so does the DEL undoing it, for the same reason.
-  await t.rejects(env.cridock.client.call("RunPodSandbox", { config: podConfig("cidr-none") }), { message: /no IP ranges specified/ });
+  // Before kubelet sent a CIDR there is no range: the network is not ready (and no ADD runs without a range).
+  const { status } = await env.cridock.client.call("Status", {});
+  t.match(status.conditions.find((c: { type: string }) => c.type === "NetworkReady"), { status: false, reason: "NetworkPluginNotReady", message: /kubelet has not sent one yet/ });
+  await t.rejects(env.cridock.client.call("RunPodSandbox", { config: podConfig("cidr-none") }), { code: 9, message: /pod network is not ready/ });
   await assertNoLeaks(t, env);
 
   await env.cridock.client.call("UpdateRuntimeConfig", { runtimeConfig: { networkConfig: { podCidr: NODE_CIDR } } });

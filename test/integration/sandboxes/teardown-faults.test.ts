@@ -70,3 +70,17 @@ t.test("a plugin no longer installed: its DEL is skipped, the others run, StopPo
   await client.call("RemovePodSandbox", { podSandboxId: id });
   await assertNoLeaks(t, env);
 });
+
+t.test("a failed RunPodSandbox whose undoing DEL fails as its ADD did leaves no netns handle, checkpoint or IP", async (t) => {
+  const bin = await scriptPlugin(
+    t,
+    "failboth",
+    `cat >/dev/null
+echo '{"cniVersion":"1.0.0","code":11,"msg":"injected failure of every command"}'; exit 1`,
+  );
+  const env = await startSandboxEnv(t, { extraBinDir: bin, cni: await sandboxCniConf([{ type: "failboth" }]) });
+  await t.rejects(env.cridock.client.call("RunPodSandbox", { config: podConfig("failboth") }), { message: /setting up the pod network.*injected failure of every command/s });
+  const logged = env.cridock.logs().split("\n").find((l) => l.includes("undo: CNI DEL failed"));
+  t.match(logged, /"failures":\[[^\]]*injected failure of every command/, "the DEL failure is logged");
+  await assertNoLeaks(t, env);
+});
