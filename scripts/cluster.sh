@@ -247,6 +247,18 @@ cluster_present() {
   return 1
 }
 
+# kubeadm reset calls RemovePodSandbox only after a StopPodSandbox succeeded,
+# so a sandbox whose network teardown keeps failing is left behind;
+# RemovePodSandbox removes it anyway (and cridock logs what the failing CNI
+# plugin may have kept).
+remove_left_sandboxes() {
+  local crictl=("$CRIDOCK_TOOLS_DIR/bin/crictl" --runtime-endpoint "unix://$CLUSTER_CRI_SOCKET" --timeout 10s) left=()
+  mapfile -t left < <("${crictl[@]}" pods -q 2>/dev/null)
+  ((${#left[@]} > 0)) || return 0
+  log "removing ${#left[@]} pod sandbox(es) kubeadm reset left: ${left[*]}"
+  "${crictl[@]}" rmp "${left[@]}" >>"$KUBEADM_LOG" 2>&1 || log "crictl rmp failed (see $KUBEADM_LOG)"
+}
+
 cluster_down() {
   if ! cluster_present; then
     log "no cluster here"
@@ -258,6 +270,7 @@ cluster_down() {
     log "kubeadm reset (log: $KUBEADM_LOG)"
     "$KUBERNETES_BIN_DIR/kubeadm" reset --cri-socket "unix://$CLUSTER_CRI_SOCKET" --force </dev/null >>"$KUBEADM_LOG" 2>&1 ||
       log "kubeadm reset failed; removing what is left by hand (see $KUBEADM_LOG)"
+    remove_left_sandboxes
   fi
   stop_daemon cluster-cridock 30
   stop_daemon cluster-dockerd 60

@@ -16,6 +16,7 @@ import { ImageFilesystem } from "./runtime/image/imagefs.ts";
 import { ImageManager } from "./runtime/image/manager.ts";
 import { DockerBridgeNetwork, type PodNetwork } from "./network/plugin.ts";
 import { CniNetwork, type CniNetworkOptions } from "./network/cni.ts";
+import { PodCidrStore } from "./store/pod-cidr.ts";
 import { CheckpointStore } from "./store/checkpoint.ts";
 import { SandboxManager } from "./runtime/sandbox/manager.ts";
 import type { SandboxRecord } from "./runtime/sandbox/record.ts";
@@ -68,9 +69,10 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     listCacheScopeLabel: TYPE_LABEL,
   });
   docker.watchContainerEvents();
-  const network: PodNetwork = await startPodNetwork(config, log, metrics.onCniOperation);
+  const podCidrs = new PodCidrStore(config.rootDirectory);
+  const network: PodNetwork = await startPodNetwork(config, log, await podCidrs.load(), metrics.onCniOperation);
   const oomScore = await oomScorePolicy(config, log);
-  const status = new RuntimeStatus(docker, network);
+  const status = new RuntimeStatus(docker, network, (cidr) => podCidrs.save(cidr));
   const imageFs = new ImageFilesystem(docker);
   const images = new ImageManager({
     docker,
@@ -223,17 +225,25 @@ async function oomScorePolicy(config: Config, log: Logger): Promise<OomScorePoli
 }
 
 /** --network-plugin=cni: CNI plugins from the conf dir; no-op: Docker's default bridge. */
-async function startPodNetwork(config: Config, log: Logger, onOperation?: CniNetworkOptions["onOperation"]): Promise<PodNetwork> {
+async function startPodNetwork(
+  config: Config,
+  log: Logger,
+  savedPodCidr: string | undefined,
+  onOperation?: CniNetworkOptions["onOperation"],
+): Promise<PodNetwork> {
+  // kubelet's CIDR from before a restart is newer than --pod-cidr, which stands in only until kubelet sends one.
+  const podCidr = savedPodCidr ?? config.podCidr;
+  if (savedPodCidr) log.info({ podCidr: savedPodCidr }, "pod CIDR kubelet sent before this start");
   if (config.networkPlugin !== "cni") {
     const network = new DockerBridgeNetwork();
-    if (config.podCidr) network.setPodCidr(config.podCidr);
+    if (podCidr) network.setPodCidr(podCidr);
     return network;
   }
   const network = new CniNetwork({
     confDir: config.cniConfDir,
     binDirs: config.cniBinDirs,
     cacheDir: config.cniCacheDir,
-    podCidr: config.podCidr,
+    podCidr,
     log,
     onOperation,
   });

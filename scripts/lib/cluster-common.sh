@@ -7,7 +7,7 @@
 #     container and image garbage collection see only the cluster's pods;
 #   - its own cridock socket, root directory and CNI configuration;
 #   - kubelet on kubeadm's ports (10250, healthz 10248), which test/e2e does
-#     not use (it takes 10350 and no healthz port), with kubeadm's fixed
+#     not use (it takes a free port and no healthz port), with kubeadm's fixed
 #     /var/lib/kubelet and /etc/kubernetes, which test/e2e keeps in scratch
 #     directories of its own;
 #   - a Service range and a pod range outside every subnet the test suites

@@ -76,16 +76,15 @@ EOF
   mv "$CLUSTER_KUBEADM_CONFIG.new" "$CLUSTER_KUBEADM_CONFIG"
 }
 
-# The node's pod CIDR is the first /24 of the pod subnet (the controller
-# manager's first allocation, node-cidr-mask-size 24), written into the
-# host-local range. Not also the ipRanges capability: host-local prepends a
-# runtime range to the configured ones and then refuses the overlap ("range
-# set 0 overlaps with 1"), in ADD and in DEL alike.
-cluster_node_pod_cidr() {
-  local base="${CLUSTER_POD_SUBNET%/*}"
-  echo "${base%.*.*}.0.0/24"
-}
-
+# The pod range is the node's pod CIDR: the controller manager allocates it
+# from the pod subnet (kubeadm passes --allocate-node-cidrs with podSubnet),
+# kubelet hands it to cridock (UpdateRuntimeConfig), and cridock to the
+# bridge plugin's host-local IPAM as the ipRanges capability. The config
+# names no range of its own: host-local puts the runtime's ranges before
+# the configured ones and refuses an overlap. Until kubelet has sent the
+# CIDR, an ADD fails and kubelet retries; only pods off the host network
+# need it, and the control plane and kube-proxy are on it.
+#
 # The firewall plugin accepts the pods' forwarded traffic: the node's dockerd
 # sets the FORWARD policy to DROP, and kube-proxy's own FORWARD rules accept
 # only what it masquerades or what is already established, so a pod's first
@@ -100,13 +99,13 @@ write_cni_config() {
     {
       "type": "bridge",
       "bridge": "$CLUSTER_CNI_BRIDGE",
+      "capabilities": { "ipRanges": true },
       "isGateway": true,
       "ipMasq": true,
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
         "dataDir": "$CLUSTER_STATE_DIR/cni/ipam",
-        "ranges": [[{ "subnet": "$(cluster_node_pod_cidr)" }]],
         "routes": [{ "dst": "0.0.0.0/0" }]
       }
     },

@@ -3,7 +3,7 @@ import type { HandlerTable } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
 import { CgroupDriver } from "./proto-types.ts";
 import { RUNTIME_NAME, type RuntimeStatus } from "../runtime/status.ts";
-import { invalidArgument } from "../errors.ts";
+import { internal, invalidArgument } from "../errors.ts";
 
 /** kubelet refuses any other value (kuberuntime_manager.go getTypedVersion). */
 export const CRI_VERSION = "0.1.0";
@@ -69,7 +69,11 @@ export function runtimeInfoRpcs({ status, verboseInfo }: RuntimeInfoDeps): Handl
             throw invalidArgument(`pod CIDR "${part}" is not a CIDR`);
           }
         }
-        status.setPodCidr(cidr);
+        try {
+          await status.setPodCidr(cidr);
+        } catch (err) {
+          throw internal(`keeping pod CIDR ${cidr} for the next start`, err);
+        }
       }
       return {};
     },

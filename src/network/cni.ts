@@ -12,13 +12,13 @@
 import { readdir } from "node:fs/promises";
 import process from "node:process";
 import { join } from "node:path";
-import { CridockError, failedPrecondition } from "../errors.ts";
+import { CridockError, describeCause, failedPrecondition } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { CniCache, type CacheEntry } from "./cache.ts";
 import { findPlugin, loadNetworkConfig, parseNetworkConfig, type NetworkConfigList, type PluginConf } from "./conf.ts";
 import { execPlugin, pluginEnv, pluginStdin, podCniArgs, type CniCommand, type InvocationArgs } from "./invoke.ts";
-import type { NetworkReadiness, PodNetwork, PodNetworkAttachment, PodNetworkRequest } from "./plugin.ts";
-import { loopbackIsUp } from "./netns.ts";
+import type { NetworkReadiness, PodNetwork, PodNetworkAttachment, PodNetworkRequest, TearDownOptions } from "./plugin.ts";
+import { liveNetns, loopbackIsUp } from "./netns.ts";
 import { parseResult, podIps } from "./result.ts";
 import { resultFromAddresses } from "./pod-ips.ts";
 import { timed, type StepTimer } from "../steps.ts";
@@ -113,6 +113,16 @@ export class CniNetwork implements PodNetwork {
   }
 
   readiness(): NetworkReadiness {
+    // A config whose plugins take ipRanges gets the pod range from kubelet (the node's podCIDR): until
+    // it has come, an ADD has no range, so the network is not ready yet (containerd's template config
+    // is not even written until then). kubelet sends the CIDR whatever the runtime's readiness.
+    if (this.current && !this.podCidr && this.current.plugins.some((p) => p.capabilities?.ipRanges === true)) {
+      return {
+        ready: false,
+        reason: "NetworkPluginNotReady",
+        message: `CNI network ${this.current.name} takes the pod CIDR (ipRanges) and kubelet has not sent one yet (UpdateRuntimeConfig; --pod-cidr sets one until then)`,
+      };
+    }
     if (this.current) return { ready: true };
     return {
       ready: false,
@@ -229,34 +239,59 @@ export class CniNetwork implements PodNetwork {
     return { networkName: list.name, result: null };
   }
 
-  async tearDown(request: PodNetworkRequest): Promise<void> {
+  async tearDown(request: PodNetworkRequest, options: TearDownOptions = {}): Promise<string[]> {
     const entry = await this.findCacheEntry(request.sandboxId);
     // The entry is written before the first ADD: without one, no plugin ever ran for this pod.
-    if (!entry) return;
-    await this.timed("DEL", () => this.del(request, entry));
+    if (!entry) return [];
+    return this.timed("DEL", () => this.del(request, entry, options.force === true));
   }
 
-  private async del(request: PodNetworkRequest, entry: CacheEntry): Promise<void> {
+  /**
+   * DEL through every plugin of the cached list, in reverse, past a failing
+   * one (DEL is idempotent, so the rest still release their part, the IP
+   * above all). The spec has DEL succeed for resources already gone: a
+   * namespace that no longer exists is passed as an empty CNI_NETNS, and a
+   * plugin no longer installed has nothing left that could undo its part,
+   * so it is skipped. Any other failure fails the call and keeps the cache
+   * entry for the next DEL, unless `force`, when the entry is dropped and
+   * the failures returned.
+   */
+  private async del(request: PodNetworkRequest, entry: CacheEntry, force: boolean): Promise<string[]> {
+    const forget = async (failures: string[]) => {
+      await this.cache.remove(entry.networkName, request.sandboxId, IFNAME);
+      return failures;
+    };
     let list: NetworkConfigList;
     try {
       list = parseNetworkConfig(`cached config of ${entry.networkName}`, Buffer.from(entry.config, "base64").toString("utf8"));
     } catch (err) {
-      throw new CridockError("INTERNAL", `CNI DEL for sandbox ${request.sandboxId}: the cached network config is unusable`, { cause: err });
+      const failure = new CridockError("INTERNAL", `CNI DEL for sandbox ${request.sandboxId}: the cached network config is unusable`, { cause: err });
+      if (force) return forget([`${failure.message}: ${describeCause(err)}`]);
+      throw failure;
     }
-    const args: InvocationArgs = {
-      containerId: request.sandboxId,
-      netnsPath: request.netnsPath || entry.netns,
-      ifName: IFNAME,
-      args: entry.cniArgs,
-      binDirs: this.options.binDirs,
-    };
+    const recorded = request.netnsPath || entry.netns || "";
+    const netnsPath = await liveNetns(recorded);
+    if (recorded && !netnsPath) this.log.info({ sandboxId: request.sandboxId, netns: recorded }, "the pod's network namespace is gone; CNI DEL runs without CNI_NETNS");
+    const args: InvocationArgs = { containerId: request.sandboxId, netnsPath, ifName: IFNAME, args: entry.cniArgs, binDirs: this.options.binDirs };
     // DEL carries the ADD result as prevResult from spec 0.4.0 on.
     const prev = list.cniVersion.startsWith("0.3.") ? undefined : (entry.result ?? undefined);
+    const failures: string[] = [];
     for (const plugin of [...list.plugins].reverse()) {
-      await this.invoke("DEL", list, plugin, args, entry.capabilityArgs, prev, undefined, request.timer);
+      if (!(await findPlugin(plugin.type, this.options.binDirs))) {
+        this.log.warn({ sandboxId: request.sandboxId, network: list.name, plugin: plugin.type }, "CNI plugin no longer installed: its DEL is skipped");
+        continue;
+      }
+      try {
+        await this.invoke("DEL", list, plugin, args, entry.capabilityArgs, prev, undefined, request.timer);
+      } catch (err) {
+        failures.push(describeCause(err));
+      }
     }
-    await this.cache.remove(entry.networkName, request.sandboxId, IFNAME);
-    this.log.debug({ sandboxId: request.sandboxId, network: list.name }, "CNI DEL done");
+    if (failures.length > 0 && !force) {
+      throw new CridockError("UNKNOWN", `CNI DEL for sandbox ${request.sandboxId} (network ${list.name}): ${failures.join("; ")}`);
+    }
+    this.log.debug({ sandboxId: request.sandboxId, network: list.name, failures }, "CNI DEL done");
+    return forget(failures);
   }
 
   private async findCacheEntry(containerId: string): Promise<CacheEntry | undefined> {

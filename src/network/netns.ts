@@ -5,7 +5,7 @@
  * has a namespace to work on and IPs are never leaked. Uses util-linux
  * mount/umount rather than a native addon.
  */
-import { mkdir, open, readdir, readFile, rm } from "node:fs/promises";
+import { mkdir, open, readdir, readFile, rm, statfs } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { CridockError } from "../errors.ts";
 import { runProcess } from "./spawner.ts";
@@ -46,6 +46,24 @@ export async function unpinNetns(path: string): Promise<void> {
     }
   }
   await rm(path, { force: true });
+}
+
+/** statfs(2)'s f_type of the namespace filesystem (linux/magic.h NSFS_MAGIC). */
+const NSFS_MAGIC = 0x6e736673;
+
+/**
+ * `path` when it still is a network namespace (a mounted handle, or a live
+ * /proc/<pid>/ns/net), else "": an unmounted handle file, a gone process or
+ * no path at all. The CNI spec has the runtime pass an empty CNI_NETNS to
+ * DEL when the namespace no longer exists.
+ */
+export async function liveNetns(path: string): Promise<string> {
+  if (!path) return "";
+  try {
+    return (await statfs(path)).type === NSFS_MAGIC ? path : "";
+  } catch {
+    return "";
+  }
 }
 
 /** Handle files present in `dir` (for recovery). */

@@ -68,6 +68,11 @@ export interface PodNetworkRequest {
   timer?: StepTimer;
 }
 
+export interface TearDownOptions {
+  /** Release what can be released, forget the rest (RemovePodSandbox): never throws for a failing plugin. */
+  force?: boolean;
+}
+
 /** The outcome of attaching a pod, kept in the sandbox checkpoint. */
 export interface PodNetworkAttachment {
   networkName: string;
@@ -85,8 +90,12 @@ export interface PodNetworkAttachment {
 export interface PodNetwork extends NetworkReadinessSource {
   readonly kind: "cni" | "docker";
   setUp(request: PodNetworkRequest, signal?: AbortSignal): Promise<PodNetworkAttachment>;
-  /** Idempotent: detaching a pod that is not (or no longer) attached succeeds. */
-  tearDown(request: PodNetworkRequest): Promise<void>;
+  /**
+   * Idempotent: detaching a pod that is not (or no longer) attached succeeds.
+   * Fails when the pod's network cannot be released; with `force` it gives
+   * up instead, forgets the pod, and returns what failed (else []).
+   */
+  tearDown(request: PodNetworkRequest, options?: TearDownOptions): Promise<string[]>;
   close(): Promise<void>;
   /**
    * Takes over a pod another runtime attached (cri-dockerd): makes sure a
@@ -108,6 +117,8 @@ export class DockerBridgeNetwork extends NoopNetwork implements PodNetwork {
   async setUp(): Promise<PodNetworkAttachment> {
     throw new Error("the no-op network plugin leaves pod networking to Docker; setUp must not be called");
   }
-  async tearDown(): Promise<void> {}
+  async tearDown(): Promise<string[]> {
+    return [];
+  }
   async close(): Promise<void> {}
 }

@@ -37,6 +37,8 @@ export class RuntimeStatus {
   constructor(
     private readonly docker: DockerClient,
     private readonly network: NetworkReadinessSource,
+    /** Keeps the pod CIDR for the next start (store/pod-cidr.ts). */
+    private readonly savePodCidr?: (cidr: string) => Promise<void>,
   ) {}
 
   /** Whether the event stream vouches for dockerd (and which epoch of it). */
@@ -113,8 +115,10 @@ export class RuntimeStatus {
     return names.map((name) => ({ name, recursiveReadOnlyMounts: rro, userNamespaces: false }));
   }
 
-  setPodCidr(cidr: string): void {
+  /** Takes kubelet's pod CIDR at once, and keeps it for the next start (a failed save fails the call: kubelet retries). */
+  async setPodCidr(cidr: string): Promise<void> {
     this.network.setPodCidr(cidr);
+    await this.savePodCidr?.(cidr);
   }
 }
 

@@ -3,6 +3,7 @@
 // cridock's runtime, its images and its pods' IPs.
 import t from "tap";
 import { crictl, docker, getJson, kubectlOk, NODE_NAME, run, CLUSTER_BIN_DIR } from "./harness/cluster.ts";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 
 const node = await getJson(["node", NODE_NAME]);
@@ -66,6 +67,28 @@ t.test("pod IPs in the API match the sandboxes' IPs in cridock", async (t) => {
     const inspected = JSON.parse((await crictl(["inspectp", ids[0]!])).stdout);
     t.equal(inspected.status.network.ip, pod.status.podIP, `${pod.metadata.namespace}/${pod.metadata.name}`);
   }
+});
+
+/** Whether IPv4 `ip` lies in `cidr`. */
+function inCidr(ip: string, cidr: string): boolean {
+  const [base, bits] = cidr.split("/");
+  const toNumber = (a: string) => a.split(".").reduce((n, octet) => n * 256 + Number(octet), 0);
+  const size = 2 ** (32 - Number(bits));
+  return Math.floor(toNumber(ip) / size) === Math.floor(toNumber(base!) / size);
+}
+
+t.test("pod IPs come from the node's pod CIDR, which kubelet passed to cridock", async (t) => {
+  // scripts/lib/cluster-config.sh: the config names no range, so the range can only be kubelet's.
+  const conflist = JSON.parse(await readFile("/var/lib/cridock-cluster/cni/net.d/10-cluster.conflist", "utf8"));
+  const bridge = conflist.plugins.find((p: any) => p.type === "bridge");
+  t.same(bridge.capabilities, { ipRanges: true }, "the bridge plugin takes ipRanges");
+  t.notOk(bridge.ipam.ranges ?? bridge.ipam.subnet, "its IPAM names no range of its own");
+  const cidr: string = node.spec.podCIDR;
+  t.match(cidr, /^10\.113\.\d+\.0\/24$/, "the controller manager gave the node a /24 of the pod subnet");
+  const pods = await getJson(["pods", "--all-namespaces", "--field-selector", `spec.nodeName=${NODE_NAME},status.phase=Running`]);
+  const podNetwork = pods.items.filter((p: any) => !p.spec.hostNetwork);
+  t.ok(podNetwork.length > 0, "some running pod is on the pod network");
+  for (const pod of podNetwork) t.ok(inCidr(pod.status.podIP, cidr), `${pod.metadata.name}'s IP ${pod.status.podIP} is in ${cidr}`);
 });
 
 t.test("the API server's version is the built one", async (t) => {

@@ -15,11 +15,11 @@ import { unpinNetns } from "../../network/netns.ts";
 import type { CheckpointStore } from "../../store/checkpoint.ts";
 import { StepTimer } from "../../steps.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
-import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL } from "../labels.ts";
 import { removedMeanwhile, validateId } from "../lookup.ts";
 import { sandboxName } from "../naming.ts";
 import { hostCapabilities, privilegedStartFailure } from "../container/capabilities.ts";
 import { sandboxCreateBody } from "./docker.ts";
+import { removeSandbox, stopSandbox, type TeardownContext } from "./teardown.ts";
 import { attachNetwork, bandwidthFromAnnotationsSafe, networkRequest } from "./network.ts";
 import { dockerBridgeIps, listSandboxes, resolveSandboxPrefix, sandboxStatus, sandboxView, type ResolvedSandbox } from "./queries.ts";
 import {
@@ -57,8 +57,6 @@ export interface SandboxManagerOptions {
   containerRemoved?: (containerId: string) => Promise<void>;
 }
 
-const PAUSE_STOP_GRACE_SECONDS = 10;
-
 type Resolved = ResolvedSandbox;
 
 export class SandboxManager implements SandboxLookup {
@@ -69,12 +67,23 @@ export class SandboxManager implements SandboxLookup {
   private readonly locks = new KeyedMutex();
   /** Checkpoints, mirrored in memory: the store is written through, read only at start. */
   readonly records = new Map<string, SandboxRecord>();
+  /** What Stop and Remove (teardown.ts) need of the manager. */
+  private readonly teardown: TeardownContext;
 
   constructor(private readonly options: SandboxManagerOptions) {
     this.docker = options.docker;
     this.network = options.network;
     this.store = options.store;
     this.log = options.log.child({ component: "sandboxes" });
+    this.teardown = {
+      docker: this.docker,
+      network: this.network,
+      log: this.log,
+      saveRecord: (record, timer) => this.saveRecord(record, timer),
+      dropRecord: (id, timer) => this.dropRecord(id, timer),
+      setRecord: (record) => void this.records.set(record.id, record),
+      containerRemoved: options.containerRemoved,
+    };
   }
 
   netnsPathOf(id: string): string {
@@ -241,7 +250,10 @@ export class SandboxManager implements SandboxLookup {
     let clean = true;
     if (record.network.phase === "attaching" || record.network.phase === "attached") {
       try {
-        if (record.networkKind === "cni") await this.network.tearDown(networkRequest(record, bandwidth));
+        // The sandbox goes away whatever DEL says (as in RemovePodSandbox): a DEL that fails as its ADD
+        // did (host-local with no range yet) must not keep the netns handle and checkpoint forever.
+        const left = record.networkKind === "cni" ? await this.network.tearDown(networkRequest(record, bandwidth), { force: true }) : [];
+        if (left.length > 0) log.error({ failures: left }, "undo: CNI DEL failed; what these plugins set up for the pod may remain");
         record.network.phase = "detached";
       } catch (err) {
         clean = false;
@@ -272,28 +284,14 @@ export class SandboxManager implements SandboxLookup {
     }
   }
 
-  // ---- Stop / Remove -------------------------------------------------------
+  // ---- Stop / Remove (teardown.ts) ----------------------------------------
 
   async stop(idOrPrefix: string): Promise<void> {
     const timer = new StepTimer("StopPodSandbox");
     const found = await this.resolveForCleanup(idOrPrefix, timer);
     if (!found) return;
     await this.withLock(found.id, async () => {
-      const record = this.records.get(found.id);
-      await this.forEachContainer(found.id, "stop", (id) => this.docker.json("POST", `/containers/${id}/stop`, { timeoutMs: 0 }), timer);
-      // CNI DEL works on the pinned netns handle, which outlives the pause process: the two run side by side.
-      const [network, pause] = await Promise.allSettled([
-        record ? this.detachNetwork(record, timer) : undefined,
-        timer.time("docker.stop", () => this.docker.stopContainer(found.id, PAUSE_STOP_GRACE_SECONDS)),
-      ]);
-      if (network.status === "rejected") throw network.reason;
-      const detached = network.value;
-      if (pause.status === "rejected" && !isNotFound(pause.reason)) {
-        throw new CridockError(codeOf(pause.reason), `StopPodSandbox ${found.id}: stopping the pause container`, { cause: pause.reason });
-      }
-      // One write for both changes. Should cridock die before it, the next Stop runs DEL again, which is a
-      // no-op then: the CNI cache entry is gone once DEL succeeded.
-      if (detached && (detached !== record || record.phase !== "stopped")) await this.saveRecord({ ...detached, phase: "stopped" }, timer);
+      await stopSandbox(this.teardown, found.id, this.records.get(found.id), timer);
       this.log.info({ sandboxId: found.id }, "pod sandbox stopped");
       timer.finish(this.log, { sandboxId: found.id });
     });
@@ -304,65 +302,10 @@ export class SandboxManager implements SandboxLookup {
     const found = await this.resolveForCleanup(idOrPrefix, timer);
     if (!found) return;
     await this.withLock(found.id, async () => {
-      const record = this.records.get(found.id);
-      await this.forEachContainer(
-        found.id,
-        "remove",
-        async (id) => {
-          await this.docker.removeContainer(id, { force: true, volumes: true }).catch(async (err) => {
-            if (!isNotFound(err) && !(await removedMeanwhile(this.docker, id))) throw err;
-          });
-          await this.options.containerRemoved?.(id);
-        },
-        timer,
-      );
-      if (record) await this.detachNetwork(record, timer);
-      // The network is detached: the netns handle has served its purpose and is released alongside the removal.
-      const [removed, unpinned] = await Promise.allSettled([
-        timer.time("docker.remove", () => this.docker.removeContainer(found.id, { force: true, volumes: true })),
-        record?.netnsPath ? timer.time("netns.unpin", () => unpinNetns(record.netnsPath), 1) : undefined,
-      ]);
-      // Another removal (dockerd's "already in progress") that finished counts.
-      if (removed.status === "rejected" && !isNotFound(removed.reason) && !(await removedMeanwhile(this.docker, found.id))) {
-        throw new CridockError(codeOf(removed.reason), `RemovePodSandbox ${found.id}: removing the pause container`, { cause: removed.reason });
-      }
-      if (unpinned.status === "rejected") throw unpinned.reason;
-      if (record) await this.dropRecord(found.id, timer);
+      await removeSandbox(this.teardown, found.id, this.records.get(found.id), timer);
       this.log.info({ sandboxId: found.id }, "pod sandbox removed");
       timer.finish(this.log, { sandboxId: found.id });
     });
-  }
-
-  /**
-   * CNI DEL exactly once: returns the record with the detached phase, which
-   * the caller persists so later calls skip it (the record itself when there
-   * was nothing to detach).
-   */
-  private async detachNetwork(record: SandboxRecord, timer?: StepTimer): Promise<SandboxRecord> {
-    if (record.network.phase !== "attaching" && record.network.phase !== "attached") return record;
-    if (record.networkKind === "cni") {
-      try {
-        await this.network.tearDown({ ...networkRequest(record), timer });
-      } catch (err) {
-        throw new CridockError(codeOf(err), `pod sandbox ${record.id}: tearing down the pod network`, { cause: err });
-      }
-    }
-    const updated: SandboxRecord = { ...record, network: { ...record.network, phase: "detached" } };
-    // Remove persists the detached phase only by dropping the record: keep memory in step meanwhile.
-    this.records.set(record.id, updated);
-    return updated;
-  }
-
-  private async forEachContainer(sandboxId: string, what: string, fn: (id: string) => Promise<unknown>, timer?: StepTimer): Promise<void> {
-    const t0 = performance.now();
-    const containers = await this.docker.listContainers({
-      label: [`${TYPE_LABEL}=${TYPE_CONTAINER}`, `${SANDBOX_ID_LABEL}=${sandboxId}`],
-    });
-    timer?.record("docker.list", performance.now() - t0);
-    const targets = what === "stop" ? containers.filter((c) => c.State === "running" || c.State === "paused" || c.State === "restarting") : containers;
-    const results = await Promise.allSettled(targets.map((c) => fn(c.Id)));
-    const failed = results.flatMap((r, i) => (r.status === "rejected" && !isNotFound(r.reason) ? [`${targets[i]!.Id.slice(0, 12)}: ${describeCause(r.reason)}`] : []));
-    if (failed.length) throw new CridockError("UNKNOWN", `pod sandbox ${sandboxId}: could not ${what} its containers: ${failed.join("; ")}`);
   }
 
   // ---- Status / List / view ------------------------------------------------
@@ -421,8 +364,4 @@ export class SandboxManager implements SandboxLookup {
     }
     return strictUserString(requested, passwd, this.options.pauseImage);
   }
-}
-
-function codeOf(err: unknown): CridockError["code"] {
-  return err instanceof CridockError ? err.code : "UNKNOWN";
 }

@@ -7,7 +7,9 @@
  * touches anyone else's images; test images come from the local registry),
  * the CNI network (bridge cridock-e2e0, 10.97.0.0/24), kubelet's root,
  * certificate, pod log and manifest directories, and cridock's root.
- * kubelet serves its API on 127.0.0.1 only, with anonymous access allowed.
+ * kubelet serves its API on 127.0.0.1 only, with anonymous access allowed,
+ * on a port free when the environment starts (kept across kubelet restarts),
+ * so it never meets a cluster's kubelet on 10250 or another environment.
  *
  * CRIDOCK_E2E_EVENTED_PLEG=1 turns kubelet's EventedPLEG gate on (scripts/test.sh
  * runs the suite in both modes). CRIDOCK_TEST_DOCKERD_BIN picks the engine.
@@ -29,13 +31,13 @@ export const E2E_DOCKER_BRIDGE = "cridock-e2ed";
 export const E2E_SUBNET = "10.97.0.0/24";
 export const E2E_NETWORK = "cridock-e2e";
 export const NODE_NAME = "cridock-e2e";
-export const KUBELET_PORT = 10350;
 export const KUBELET_BIN = join(process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools", "bin", "kubelet");
 
 export interface KubeletEnvOptions {
   evented?: boolean;
   /** Extra KubeletConfiguration fields. */
   config?: Record<string, unknown>;
+  /** kubelet's API port; default: one free on 127.0.0.1 at start. */
   kubeletPort?: number;
   bridge?: string;
   dockerBridge?: string;
@@ -87,7 +89,8 @@ export class KubeletEnv {
   private kubelet: ChildProcess | undefined;
   private kubeletExited: Promise<void> = Promise.resolve();
   private kubeletLog = "";
-  private readonly port: number;
+  /** kubelet's API port, fixed at start (0 until then). */
+  private port: number;
   /** cridock's /metrics port on 127.0.0.1, the same across cridock restarts. */
   metricsPort = 0;
 
@@ -100,7 +103,7 @@ export class KubeletEnv {
     this.cridockRoot = join(scratch, "cridock");
     this.socketPath = join(scratch, "cridock.sock");
     this.cniCache = join(scratch, "cni-cache");
-    this.port = options.kubeletPort ?? KUBELET_PORT;
+    this.port = options.kubeletPort ?? 0;
   }
 
   static async start(options: KubeletEnvOptions = {}): Promise<KubeletEnv> {
@@ -111,6 +114,7 @@ export class KubeletEnv {
       env.dockerd = await privateDockerd({ bridge: options.dockerBridge ?? E2E_DOCKER_BRIDGE });
       await env.dockerd.start();
       if (options.metrics ?? true) env.metricsPort = await freePort();
+      if (!env.port) env.port = await freePort();
       await env.startCridock();
       await env.startKubelet();
       return env;

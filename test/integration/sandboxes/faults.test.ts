@@ -1,24 +1,15 @@
 // Faults: a failing CNI plugin, a pause container killed from outside,
 // cridock killed -9 in the middle of RunPodSandbox, and hostile input. After
 // each: nothing leaked and the server still serves.
-import t, { type Test } from "tap";
-import { chmod, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
+import t from "tap";
+import { rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { allocatedIps, assertNoLeaks, docker, podConfig, removePod, runPod, sandboxCniConf, startSandboxEnv } from "./helpers.ts";
+import { allocatedIps, assertNoLeaks, docker, podConfig, removePod, runPod, sandboxCniConf, scriptPlugin, startSandboxEnv } from "./helpers.ts";
 
 const INVALID_ARGUMENT = 3;
 const NOT_FOUND = 5;
 const NOTREADY = 1;
-
-/** A directory with a script CNI plugin `name`. */
-async function scriptPlugin(t: Test, name: string, body: string): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "cridock-plugin-"));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  await writeFile(join(dir, name), `#!/bin/sh\n${body}\n`);
-  await chmod(join(dir, name), 0o755);
-  return dir;
-}
 
 t.test("a failing plugin fails RunPodSandbox with its message and leaves nothing", async (t) => {
   const bin = await scriptPlugin(

@@ -6,7 +6,7 @@
  * rules).
  */
 import { execFileSync } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Test } from "tap";
@@ -165,3 +165,17 @@ export function runInPod(sandboxId: string, image: string, detach: boolean, ...c
   args.push("--label", "io.kubernetes.docker.type=container", "--label", `io.kubernetes.sandbox.id=${sandboxId}`, "--label", "cridock.test=sandboxes");
   return docker(...args, image, ...command);
 }
+
+/** A directory (removed at teardown) with a shell-script CNI plugin `name`. */
+export async function scriptPlugin(t: Test, name: string, body: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "cridock-plugin-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, name), `#!/bin/sh\n${body}\n`);
+  await chmod(join(dir, name), 0o755);
+  return dir;
+}
+
+/** A plugin body that passes the previous result on for ADD (prevResult is the last key cridock writes) and succeeds otherwise. */
+export const PASS_THROUGH = `conf=$(cat)
+if [ "$CNI_COMMAND" = ADD ]; then printf '%s' "$conf" | sed -n 's/.*"prevResult":\\(.*\\)}$/\\1/p'; fi
+exit 0`;
