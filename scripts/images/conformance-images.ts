@@ -20,6 +20,7 @@
  * Every input comes from the environment scripts/conformance-images.sh sets.
  * They are registry-only: the node's own dockerd only carries them to the mirror.
  */
+import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ImageSpec } from "./catalog.ts";
@@ -96,6 +97,19 @@ function shellWith(tools: string[], users = STANDARD_USERS, groups = STANDARD_GR
   return [...busyboxEntries("all", SHELL_BUSYBOX), ...userlandEntries(users, groups), ...hostBinaryEntries(tools)];
 }
 
+/**
+ * The official busybox image's layout: every applet a hard link in /bin
+ * (specs run /bin/top, /bin/pidof), over the install layout (top is in
+ * /usr/bin there) so that both paths work.
+ */
+function busyboxImageEntries(): LayerEntry[] {
+  const applets = execFileSync(SHELL_BUSYBOX, ["--list"], { encoding: "utf8" })
+    .split("\n")
+    .map((name) => name.trim())
+    .filter((name) => name !== "" && name !== "busybox");
+  return [...shellWith(["/usr/bin/pgrep", "/usr/bin/ipcs"]), ...applets.map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" }))];
+}
+
 function agnhostEntries(inputs: ConformanceImageInputs): LayerEntry[] {
   const agnhostDir = join(inputs.kubernetesSourceDir, "test/images/agnhost");
   return [
@@ -152,7 +166,7 @@ export function conformanceCatalog(inputs: ConformanceImageInputs): ImageSpec[] 
     { tags: [`${E2E}/agnhost:2.55`], contents: () => agnhostEntries(inputs), config: labelled(AGNHOST_CONFIG, "agnhost:2.55"), registryOnly: true },
     {
       tags: [`${E2E}/busybox:1.37.0-1`],
-      contents: () => shellWith(["/usr/bin/pgrep", "/usr/bin/ipcs"]),
+      contents: busyboxImageEntries,
       config: labelled({ Cmd: ["sh"], Env: [PATH_ENV] }, "busybox:1.37.0-1"),
       registryOnly: true,
     },
