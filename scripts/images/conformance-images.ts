@@ -27,7 +27,7 @@ import type { ImageSpec } from "./catalog.ts";
 import type { ImageRunConfig } from "./docker-archive.ts";
 import type { LayerEntry } from "./layer.ts";
 import { nginxImage } from "./critest-images.ts";
-import { busyboxEntries, hostBinaryEntries, SHELL_BUSYBOX, STANDARD_GROUPS, STANDARD_USERS, userlandEntries } from "./rootfs.ts";
+import { binaryEntries, busyboxEntries, hostBinaryEntries, SHELL_BUSYBOX, STANDARD_GROUPS, STANDARD_USERS, userlandEntries } from "./rootfs.ts";
 
 const PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /** framework's PromoterE2eRegistry. */
@@ -107,8 +107,44 @@ function busyboxImageEntries(): LayerEntry[] {
     .split("\n")
     .map((name) => name.trim())
     .filter((name) => name !== "" && name !== "busybox");
-  return [...shellWith(["/usr/bin/pgrep", "/usr/bin/ipcs"]), ...applets.map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" }))];
+  return [
+    ...shellWith(["/usr/bin/pgrep", "/usr/bin/ipcs"]),
+    ...applets.map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" })),
+    ...binaryEntries("/usr/bin/date", NMETER_DATE),
+    { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
+  ];
 }
+
+/** coreutils' date, which prints fractions of a second (busybox's has no %N). */
+const NMETER_DATE = "/usr/libexec/nmeter/date";
+
+/**
+ * Debian's busybox has no nmeter applet, and the container lifecycle specs
+ * stamp their log lines with `nmeter -d0 '%3t' | head -n1` (the wall time to
+ * the millisecond). This nmeter knows only that field, %[N]t; any other
+ * field is an error rather than a wrong reading.
+ */
+const NMETER = `#!/bin/sh
+delay=1000
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -d) delay="$2"; shift 2 ;;
+    -d*) delay="\${1#-d}"; shift ;;
+    *) break ;;
+  esac
+done
+format="$1"
+case "$format" in
+  %t) digits=0 ;;
+  %[1-6]t) digits="\${format#%}"; digits="\${digits%t}" ;;
+  *) echo "nmeter: this image's nmeter prints only %[N]t (the time), not '$format'" >&2; exit 1 ;;
+esac
+while :; do
+  now="$(${NMETER_DATE} +%H:%M:%S.%N)"
+  if [ "$digits" = 0 ]; then echo "\${now%.*}"; else echo "\${now%.*}.$(echo "\${now#*.}" | cut -c1-"$digits")"; fi || exit 0
+  if [ "$delay" -gt 0 ]; then usleep "$((delay * 1000))"; fi
+done
+`;
 
 function agnhostEntries(inputs: ConformanceImageInputs): LayerEntry[] {
   const agnhostDir = join(inputs.kubernetesSourceDir, "test/images/agnhost");
