@@ -112,6 +112,11 @@ function busyboxImageEntries(): LayerEntry[] {
     ...applets.map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" })),
     ...binaryEntries("/usr/bin/date", NMETER_DATE),
     { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
+    // busybox 1.37's ash passes environment entries whose names are no shell
+    // identifiers (envFrom keys such as "data-1") on to what it runs; Debian's
+    // 1.35 drops them, and `sh -c env` must print them. bash run as sh keeps them.
+    ...hostBinaryEntries(["/usr/bin/bash"]),
+    { kind: "symlink", path: "/bin/sh", target: "/usr/bin/bash" },
   ];
 }
 
