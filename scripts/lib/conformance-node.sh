@@ -27,6 +27,9 @@ NODE_SUITE_CNI_BRIDGE="cridock-ne1"
 NODE_SUITE_POD_SUBNET="10.114.0.0/24"
 NODE_SUITE_CGROUP="docker-daemon"
 NODE_SUITE_DAEMONS=(node-e2e-dockerd node-e2e-cridock)
+# The RuntimeClass handler the suites expect every node to have
+# (e2eruntimeclass.PreconfiguredRuntimeClassHandler): one more name for runc.
+NODE_SUITE_RUNTIME_HANDLER="test-handler"
 # What e2e_node.test's kubelet uses at fixed paths.
 NODE_SUITE_KUBELET_ROOT="/var/lib/kubelet"
 
@@ -89,6 +92,7 @@ start_node_dockerd() {
     --bridge="$NODE_SUITE_DOCKER_BRIDGE" \
     --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
     --userland-proxy-path="$bin/docker-proxy" \
+    --add-runtime="$NODE_SUITE_RUNTIME_HANDLER=$bin/runc" \
     --containerd-namespace=cridock-node-e2e \
     --containerd-plugins-namespace=cridock-node-e2e-plugins
   wait_until 60 node_socket_answers "$NODE_SUITE_DOCKER_SOCKET" ||
