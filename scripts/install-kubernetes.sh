@@ -23,13 +23,17 @@
 # replaces), built in a scratch module of its own so its dependency versions
 # never move the Kubernetes graph.
 #
-# Usage: install-kubernetes.sh            build what is missing (quiet when nothing is)
+# Usage: install-kubernetes.sh [--with-tests]
+#   build what is missing (quiet when nothing is); --with-tests also builds
+#   the conformance suites' binaries (scripts/install-kubernetes-tests.sh),
+#   which CI's run does not need.
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/lib/kubernetes-module.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/kubernetes-module.sh"
 
-MODULE="k8s.io/kubernetes"
 COMMANDS=(kubeadm kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kubelet)
 ETCD_PACKAGE="go.etcd.io/etcd/server/v3"
 COREDNS_MODULE="github.com/coredns/coredns"
@@ -46,65 +50,6 @@ kubernetes_complete() {
 
 coredns_complete() {
   [[ -x "$COREDNS_BIN_DIR/coredns" && -f "$COREDNS_BIN_DIR/.complete" ]]
-}
-
-# staging_modules GOMOD: the module paths that GOMOD replaces with ./staging/ dirs.
-staging_modules() {
-  sed -n 's#^[[:space:]]*\([^[:space:]]*\) => \./staging/.*$#\1#p' "$1"
-}
-
-# The staging modules are published as v0.MINOR.PATCH of v1.MINOR.PATCH.
-staging_version() {
-  echo "v0.${KUBERNETES_VERSION#v1.}"
-}
-
-version_ldflags() {
-  local version="$KUBERNETES_VERSION" major minor key val flags=()
-  major="${version#v}"; major="${major%%.*}"
-  minor="${version#v*.}"; minor="${minor%%.*}"
-  for key in gitVersion:"$version" gitMajor:"$major" gitMinor:"$minor" \
-    gitTreeState:clean gitCommit:"" buildDate:"$(date -u +%Y-%m-%dT%H:%M:%SZ)"; do
-    val="${key#*:}"; key="${key%%:*}"
-    [[ -n "$val" ]] || continue
-    flags+=("-X k8s.io/client-go/pkg/version.$key=$val" "-X k8s.io/component-base/version.$key=$val")
-  done
-  echo "-s -w ${flags[*]}"
-}
-
-# go_mod_file GO MODULE@VERSION: the path of that module's go.mod in the module cache.
-go_mod_file() {
-  "$1" mod download -json "$2" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p'
-}
-
-# write_kubernetes_module GO DIR: the scratch module's go.mod and a main.go
-# whose blank imports keep `go mod tidy` from dropping what the build needs.
-write_kubernetes_module() {
-  local go="$1" dir="$2" gomod staging mod
-  gomod="$(go_mod_file "$go" "$MODULE@$KUBERNETES_VERSION")"
-  [[ -n "$gomod" && -f "$gomod" ]] || die "go mod download $MODULE@$KUBERNETES_VERSION gave no go.mod"
-  staging="$(staging_version)"
-  {
-    echo "module cridock.local/kubernetes-build"
-    echo
-    sed -n 's/^go \(.*\)$/go \1/p' "$gomod" | head -n 1
-    echo
-    echo "require $MODULE $KUBERNETES_VERSION"
-    echo
-    echo "replace ("
-    while read -r mod; do
-      echo "	$mod => $mod $staging"
-    done < <(staging_modules "$gomod")
-    echo ")"
-  } >"$dir/go.mod"
-  {
-    printf 'package main\n\nimport (\n'
-    for mod in kubeadm kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet; do
-      printf '\t_ "%s/cmd/%s/app"\n' "$MODULE" "$mod"
-    done
-    printf '\t_ "k8s.io/kubectl/pkg/cmd"\n'
-    printf '\t_ "go.etcd.io/etcd/server/v3/etcdmain"\n'
-    printf ')\n\nfunc main() {}\n'
-  } >"$dir/main.go"
 }
 
 build_kubernetes() {
@@ -189,7 +134,13 @@ link_kubelet() {
 }
 
 main() {
-  (($# == 0)) || die "usage: install-kubernetes.sh"
+  local with_tests=false
+  case "${1:-}" in
+    "") ;;
+    --with-tests) with_tests=true; shift ;;
+    *) die "usage: install-kubernetes.sh [--with-tests]" ;;
+  esac
+  (($# == 0)) || die "usage: install-kubernetes.sh [--with-tests]"
   mkdir -p "$ENV_LOG_DIR"
   local go=""
   if ! kubernetes_complete; then
@@ -200,6 +151,9 @@ main() {
   if ! coredns_complete; then
     [[ -n "$go" ]] || go="$(find_go "CoreDNS $COREDNS_VERSION")"
     build_coredns "$go"
+  fi
+  if "$with_tests"; then
+    "$(dirname "${BASH_SOURCE[0]}")/install-kubernetes-tests.sh"
   fi
 }
 

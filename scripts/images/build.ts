@@ -18,9 +18,11 @@
  *
  * `--set kubernetes` builds the images a kubeadm cluster deploys
  * (kubernetes-images.ts) instead of the test catalog; scripts/cluster-images.sh
- * runs it once the Kubernetes binaries are built.
+ * runs it once the Kubernetes binaries are built. `--set conformance` builds
+ * the images Kubernetes' e2e suites pull (conformance-images.ts;
+ * scripts/conformance-images.sh runs it).
  *
- * Usage: tsx scripts/images/build.ts [--state-dir DIR] [--load-only] [--set test|kubernetes]
+ * Usage: tsx scripts/images/build.ts [--state-dir DIR] [--load-only] [--set test|kubernetes|conformance]
  */
 import { execFile } from "node:child_process";
 import { request } from "node:https";
@@ -39,6 +41,7 @@ import {
   type RegistryCredentials,
 } from "../../test/helpers/env.ts";
 import { CATALOG, type ImageSpec } from "./catalog.ts";
+import { conformanceCatalog, conformanceInputsFromEnv } from "./conformance-images.ts";
 import { inputsFromEnv, kubernetesCatalog } from "./kubernetes-images.ts";
 import { imageConfig, writeDockerArchive, type BuiltImage } from "./docker-archive.ts";
 import { buildLayer } from "./layer.ts";
@@ -165,9 +168,13 @@ async function main(): Promise<void> {
       set: { type: "string", default: "test" },
     },
   });
-  const catalogs: Record<string, () => ImageSpec[]> = { test: () => CATALOG, kubernetes: () => kubernetesCatalog(inputsFromEnv()) };
+  const catalogs: Record<string, () => ImageSpec[]> = {
+    test: () => CATALOG,
+    kubernetes: () => kubernetesCatalog(inputsFromEnv()),
+    conformance: () => conformanceCatalog(conformanceInputsFromEnv()),
+  };
   const choose = catalogs[values.set!];
-  if (!choose) throw new Error(`unknown image set "${values.set}" (test, kubernetes)`);
+  if (!choose) throw new Error(`unknown image set "${values.set}" (${Object.keys(catalogs).join(", ")})`);
   const catalog = choose();
   const loadOnly = values["load-only"]!;
   const imagesDir = join(values["state-dir"]!, "images");

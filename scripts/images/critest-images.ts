@@ -89,7 +89,7 @@ http {
 `;
 }
 
-function nginxImage(tags: string[], port: number): CritestImage {
+export function nginxImage(tags: string[], port: number): CritestImage {
   return {
     tags,
     contents: () => [

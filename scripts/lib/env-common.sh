@@ -22,6 +22,7 @@ COREDNS_VERSION="v1.14.2"
 KUBEADM_PAUSE_VERSION="3.10.2"
 KUBERNETES_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/bin"
 COREDNS_BIN_DIR="$CRIDOCK_TOOLS_DIR/coredns/$COREDNS_VERSION/bin"
+KUBERNETES_TEST_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/test-bin"
 
 # The current Docker Engine the tests also run on (scripts/install-docker-engine.sh
 # builds it): the moby/moby/v2 module tag, the engine release it is (moby's

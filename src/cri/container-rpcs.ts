@@ -130,6 +130,7 @@ export function specFromCri(config: cri.ContainerConfig): spec.ContainerSpec {
     name: config.metadata?.name ?? "",
     attempt: config.metadata?.attempt ?? 0,
     image: config.image?.image ?? "",
+    userImage: config.image?.userSpecifiedImage ?? "",
     command: config.command ?? [],
     args: config.args ?? [],
     workingDir: config.workingDir ?? "",

@@ -328,7 +328,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
   private async consume(length: number, phase: Phase): Promise<void> {
     let pos = 0;
     while (pos < length) {
-      const r = this.converter.convert(this.input, pos, length, this.output, 0, { more: phase === "more", lastPartialEndsLine: phase === "output-end" });
+      const r = this.converter.convert(this.input, pos, length, this.output, 0, { more: phase === "more" });
       pos += r.consumed;
       if (r.lastTime) this.lastTime = r.lastTime;
       if (r.malformedBytes > 0) this.log.warn({ bytes: r.malformedBytes, dockerLog: this.dockerLogPath }, "skipped bytes of Docker's log that are not log entries");

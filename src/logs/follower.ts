@@ -108,8 +108,9 @@ export class LogFollower extends FollowerBase {
         this.held = m.partial ? m : undefined;
         if (!m.partial) records.push(record(m, "F"));
       }
+      // Output that ends mid-line stays P (see JsonLogConverter.convert).
       if (atEnd && this.held) {
-        records.push(record(this.held, "F"));
+        records.push(record(this.held, "P"));
         this.held = undefined;
       }
       if (records.length === 0) return;

@@ -53,11 +53,6 @@ export interface ConvertOptions {
    * (not consumed) until the next entry shows whether more of its line came.
    */
   more: boolean;
-  /**
-   * Without `more`: the input is the container's last output, so a partial
-   * entry at the very end becomes an F record (the line ends with the output).
-   */
-  lastPartialEndsLine?: boolean;
 }
 
 /** Stateful only in `skip`: entries still to drop after a resume. */
@@ -94,10 +89,11 @@ export class JsonLogConverter {
       let partial = entry.partial;
       if (partial && this.skip === 0) {
         const next = input.indexOf(NL, nl + 1);
-        if (next < 0 || next >= end) {
-          if (options.more) break;
-          if (options.lastPartialEndsLine) partial = false;
-        }
+        // Without more input a partial entry at the very end stays P: the
+        // output ended mid-line, and a reader must not add a newline the
+        // container never wrote (kubelet reads a FallbackToLogsOnError
+        // termination message byte for byte; containerd writes P here too).
+        if ((next < 0 || next >= end) && options.more) break;
       }
       pos = nl + 1;
       if (entry.timeBytes) {

@@ -22,7 +22,7 @@ function entry(log: string, stream = "stdout", time = "2026-01-02T03:04:05.1234Z
   return `${JSON.stringify({ log, stream, time })}\n`;
 }
 
-function convertAll(text: string, options: ConvertOptions = { more: false, lastPartialEndsLine: true }, skip = 0) {
+function convertAll(text: string, options: ConvertOptions = { more: false }, skip = 0) {
   const input = Buffer.from(text);
   const out = Buffer.alloc(input.length + 1024);
   const converter = new JsonLogConverter(skip);
@@ -74,7 +74,7 @@ t.test("escapes decode to the bytes the container wrote", async (t) => {
   // A line whose content ends in an escaped backslash before "n" is not a newline.
   const tricky = convertAll('{"log":"x\\\\n","stream":"stdout","time":"2026-01-02T03:04:05.5Z"}\n');
   t.equal(parseRecord(tricky.text.slice(0, -1))?.content, "x\\n");
-  t.equal(parseRecord(tricky.text.slice(0, -1))?.tag, "F", "the last entry of the output ends its line");
+  t.equal(parseRecord(tricky.text.slice(0, -1))?.tag, "P", "an escaped backslash and n end no line: the last entry stays partial");
 });
 
 t.test("16 KiB partial entries: P records until the entry with the newline", async (t) => {
@@ -86,13 +86,14 @@ t.test("16 KiB partial entries: P records until the entry with the newline", asy
   t.equal(records.map((x) => x.content).slice(0, 3).join(""), chunk + chunk + "tail");
 });
 
-t.test("a partial entry at the end is held until the next entry, or ends the line with the output", async (t) => {
+t.test("a partial entry at the end is held until the next entry, and stays P when the output ends", async (t) => {
   const text = entry("done\n") + entry("prompt> ");
   const more = convertAll(text, { more: true });
   t.equal(more.records, 1, "the partial entry waits");
   t.equal(more.consumed, Buffer.byteLength(entry("done\n")), "and is not consumed");
-  t.match(convertAll(text, { more: false, lastPartialEndsLine: false }).text, / stdout P prompt> \n$/, "a file that ends (rotation) keeps P");
-  t.match(convertAll(text).text, / stdout F prompt> \n$/, "the end of the output gives F");
+  // kubelet turns an F record into its content plus "\n": a FallbackToLogsOnError
+  // termination message of `echo -n DONE` must read "DONE", not "DONE\n".
+  t.match(convertAll(text).text, / stdout P prompt> \n$/, "the end of the output (or of a rotated file) keeps P");
 });
 
 t.test("an incomplete last line is not consumed; torn bytes before an entry are dropped and counted", async (t) => {
@@ -111,7 +112,7 @@ t.test("other JSON shapes (attrs, key order) go through the slow path", async (t
 });
 
 t.test("skip drops the entries a previous run already wrote", async (t) => {
-  const r = convertAll(entry("1\n") + entry("2\n") + entry("3\n"), { more: true, lastPartialEndsLine: false }, 2);
+  const r = convertAll(entry("1\n") + entry("2\n") + entry("3\n"), { more: true }, 2);
   t.equal(r.skipped, 2);
   t.match(r.text, /^\S+ stdout F 3\n$/);
 });
@@ -266,6 +267,8 @@ async function criLines(path: string): Promise<string[]> {
       partial = "";
     }
   }
+  // A last P run is output that ended mid-line.
+  if (partial !== "") out.push(partial);
   return out;
 }
 
@@ -315,7 +318,10 @@ t.test("follower: every line once across rotations and a restart with rotation w
   t.equal(numbers.length, 5000);
   t.ok(numbers.every((x, i) => x === i + 1), "every number once, in order");
   t.ok(lines.includes("y".repeat(16384 * 2 + 8000)), "the long line is whole");
-  t.equal(lines[lines.length - 1], "last words", "the last output ends its line");
+  t.equal(lines[lines.length - 1], "last words", "the last output is there");
+  // Unended, so P: kubelet would read an F record as "last words\n", a newline the container never wrote.
+  const records = (await readFile(criPath, "utf8")).split("\n").slice(0, -1);
+  t.match(records[records.length - 1], / stdout P last words$/, "and its record stays P");
   t.same(second.lost, { events: 0, bytes: 0 });
   await second.stop();
 });

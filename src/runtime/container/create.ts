@@ -142,7 +142,8 @@ export async function createBody(
     [TYPE_LABEL]: TYPE_CONTAINER,
     [SANDBOX_ID_LABEL]: view.id,
     [LOG_PATH_LABEL]: logPath,
-    [IMAGE_LABEL]: spec.image,
+    // What ContainerStatus reports as the image: the pod's name for it (spec.ts).
+    [IMAGE_LABEL]: spec.userImage || spec.image,
     [NAME_LABEL]: spec.name,
     [ATTEMPT_LABEL]: String(spec.attempt),
   };

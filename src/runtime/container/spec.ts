@@ -83,6 +83,14 @@ export interface ContainerSpec {
   attempt: number;
   /** The image as the user gave it (reference or id). */
   image: string;
+  /**
+   * The image as the pod names it (CRI's userSpecifiedImage; kubelet sends
+   * the resolved image id as `image`). ContainerStatus reports it, because
+   * kubelet shows that field as the pod's status.containerStatuses[].image,
+   * which specs and users compare with the pod's own image. Absent or "" when
+   * the client sent none.
+   */
+  userImage?: string;
   command: string[];
   args: string[];
   workingDir: string;

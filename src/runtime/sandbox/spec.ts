@@ -41,7 +41,9 @@ export interface SandboxSpec {
   runtimeHandler: string;
 }
 
-const HOSTNAME = /^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,251}[a-zA-Z0-9])?$/;
+// A trailing dot is allowed: kubelet's FQDN for setHostnameAsFQDN ends in one
+// when the cluster domain is empty ("pod.sub.ns.svc."), and the kernel takes it.
+const HOSTNAME = /^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,251}[a-zA-Z0-9])?\.?$/;
 const SYSCTL = /^[a-zA-Z0-9_.\/-]{1,256}$/;
 const DNS_WORD = /^[^\s]{1,255}$/;
 

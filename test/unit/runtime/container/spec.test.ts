@@ -1,5 +1,6 @@
 import t from "tap";
 import { createBody, checkLogPath, validateSpec } from "../../../../src/runtime/container/create.ts";
+import { specFromCri } from "../../../../src/cri/container-rpcs.ts";
 import type { ContainerSpec, SecuritySpec } from "../../../../src/runtime/container/spec.ts";
 import { containerInfo, reasonOf, stateOf, summaryInfo } from "../../../../src/runtime/container/convert.ts";
 import { EMPTY_RESOURCES, hostResources, updateFor } from "../../../../src/runtime/container/resources.ts";
@@ -72,6 +73,17 @@ t.test("the Docker body joins the sandbox and carries cri-dockerd labels", async
   t.equal(defaults.Cmd, undefined, "image CMD kept");
   t.equal(defaults.HostConfig!.UTSMode, "host");
   t.equal(defaults.Labels!["io.kubernetes.container.logpath"], "", "no log directory, no log file");
+});
+
+t.test("status reports the image as the pod names it, not the id kubelet resolved it to", async (t) => {
+  // kubelet 1.27+ sends image = the image id and userSpecifiedImage = the pod's image.
+  const config = { metadata: { name: "app", attempt: 0 }, image: { image: "sha256:abc", userSpecifiedImage: "registry.k8s.io/e2e-test-images/busybox:1.37.0-1" } };
+  const fromCri = specFromCri(config);
+  t.equal(fromCri.image, "sha256:abc", "the id is what Docker creates from");
+  const body = await createBody({ ...spec(), image: fromCri.image, userImage: fromCri.userImage }, view, "sha256:abc", "", opts, { apiVersion: "1.41", relabels: false, imageMountIds: new Map() });
+  t.equal(body.Labels!["io.cridock.image"], "registry.k8s.io/e2e-test-images/busybox:1.37.0-1");
+  const without = await createBody(spec({ image: "busybox:1" }), view, "sha256:abc", "", opts, { apiVersion: "1.41", relabels: false, imageMountIds: new Map() });
+  t.equal(without.Labels!["io.cridock.image"], "busybox:1", "a client without userSpecifiedImage: its image as given");
 });
 
 t.test("security context maps onto Docker options", async (t) => {

@@ -54,6 +54,8 @@ t.test("keyed mutex serializes per key only", async (t) => {
 
 t.test("sandbox spec validation", async (t) => {
   t.doesNotThrow(() => validateSandboxSpec(spec()));
+  // setHostnameAsFQDN on a node whose cluster domain is empty: kubelet's FQDN ends in a dot.
+  t.doesNotThrow(() => validateSandboxSpec(spec({ hostname: "hostfqdn-31503.t.hostfqdn-7803.svc." })));
   const bad: [Partial<SandboxSpec>, RegExp][] = [
     [{ metadata: { name: "", namespace: "d", uid: "u", attempt: 0 } }, /metadata.name "" must not be empty/],
     [{ metadata: { name: "a_b", namespace: "d", uid: "u", attempt: 0 } }, /metadata.name "a_b" may only contain/],
@@ -61,6 +63,8 @@ t.test("sandbox spec validation", async (t) => {
     [{ metadata: { name: "a", namespace: "", uid: "u", attempt: 0 } }, /metadata.namespace/],
     [{ metadata: { name: "a", namespace: "d", uid: "", attempt: 0 } }, /metadata.uid/],
     [{ hostname: "bad host" }, /hostname/],
+    [{ hostname: "a.." }, /hostname/],
+    [{ hostname: "." }, /hostname/],
     [{ dns: { servers: ["not-an-ip"], searches: [], options: [] } }, /not an IP address/],
     [{ portMappings: [{ protocol: "tcp", containerPort: 0, hostPort: 0, hostIp: "" }] }, /container_port 0/],
     [{ portMappings: [{ protocol: "tcp", containerPort: 80, hostPort: 70000, hostIp: "" }] }, /host_port 70000/],

@@ -1,0 +1,73 @@
+/**
+ * scripts/conformance-results.ts: how a ginkgo JSON report of a Kubernetes
+ * e2e suite becomes passed, failed, skipped and not-run specs, and the
+ * conformance image catalog's names (manifest.go at v1.36.3).
+ */
+import t from "tap";
+import { classify, countOutcomes, specResults } from "../../scripts/conformance-results.ts";
+import { conformanceCatalog } from "../../scripts/images/conformance-images.ts";
+
+t.test("a spec's state maps to one outcome", async (t) => {
+  t.equal(classify({ State: "passed" }), "passed");
+  for (const state of ["failed", "panicked", "interrupted", "aborted", "timedout"]) t.equal(classify({ State: state }), "failed", state);
+  // Outside the focus: skipped by ginkgo before it ran.
+  t.equal(classify({ State: "skipped", RunTime: 0 }), "not-run");
+  // e2eskipper.Skipf: it ran, then skipped itself with a message.
+  t.equal(classify({ State: "skipped", RunTime: 1200, Failure: { Message: "Only supported for node OS distro [gci ubuntu]" } }), "skipped");
+  t.equal(classify({ State: "pending" }), "not-run");
+});
+
+t.test("specs are named by their containers and leaf; suite nodes count only when they fail", async (t) => {
+  const results = specResults([
+    {
+      SuiteDescription: "E2eNode Suite",
+      SpecReports: [
+        { LeafNodeType: "SynchronizedBeforeSuite", State: "passed" },
+        { ContainerHierarchyTexts: ["[sig-node] Pods", "when created"], LeafNodeText: "should be submitted [NodeConformance]", LeafNodeType: "It", State: "passed" },
+        {
+          ContainerHierarchyTexts: ["[sig-node] Summary API"],
+          LeafNodeText: "should report resource usage",
+          LeafNodeType: "It",
+          State: "failed",
+          RunTime: 5,
+          Failure: { Message: "Timed out after 90s.\nExpected\n...", Location: { FileName: "summary_test.go", LineNumber: 341 } },
+        },
+        { ContainerHierarchyTexts: ["[sig-node] X"], LeafNodeText: "y", LeafNodeType: "It", State: "skipped" },
+        { LeafNodeType: "SynchronizedAfterSuite", State: "failed", Failure: { Message: "teardown failed" } },
+      ],
+    },
+  ]);
+  t.same(
+    results.map((r) => [r.outcome, r.name, r.detail]),
+    [
+      ["passed", "[sig-node] Pods when created should be submitted [NodeConformance]", ""],
+      ["failed", "[sig-node] Summary API should report resource usage", "Timed out after 90s. (summary_test.go:341)"],
+      ["not-run", "[sig-node] X y", ""],
+      ["failed", "[SynchronizedAfterSuite] E2eNode Suite", "teardown failed"],
+    ],
+  );
+  t.same(countOutcomes(results), { passed: 1, failed: 2, skipped: 0, "not-run": 1 });
+});
+
+t.test("the conformance images carry manifest.go's names, agnhost under both versions", async (t) => {
+  const catalog = conformanceCatalog({ testBinDir: "/nonexistent", kubernetesSourceDir: "/nonexistent", corednsBinDir: "/nonexistent" });
+  const tags = catalog.flatMap((spec) => spec.tags);
+  for (const name of [
+    "registry.k8s.io/e2e-test-images/agnhost:2.63.0",
+    "registry.k8s.io/e2e-test-images/agnhost:2.55",
+    "registry.k8s.io/e2e-test-images/busybox:1.37.0-1",
+    "registry.k8s.io/e2e-test-images/nginx:1.15-4",
+    "registry.k8s.io/e2e-test-images/nginx:1.27-0",
+    "registry.k8s.io/e2e-test-images/nonewprivs:1.4",
+    "registry.k8s.io/e2e-test-images/nonroot:1.5",
+    "registry.k8s.io/e2e-test-images/kitten:1.8",
+    "registry.k8s.io/e2e-test-images/nautilus:1.8",
+  ]) {
+    t.ok(tags.includes(name), name);
+  }
+  t.notOk(tags.some((tag) => tag.startsWith("invalid.registry.k8s.io/")), "the invalid registry's spec expects its pull to fail");
+  // No two images may share an id: each carries a label of its own.
+  const labels = catalog.map((spec) => JSON.stringify(spec.config.Labels ?? {}));
+  t.equal(new Set(labels).size, catalog.length);
+  t.ok(catalog.every((spec) => spec.registryOnly), "registry-only: the suites pull them");
+});
