@@ -6,6 +6,7 @@ import t from "tap";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { watchDie } from "./harness/docker-die.ts";
 import { KubeletEnv, sleep, type ContainerStatusView, type PodView } from "./harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE, GROUPS_IMAGE, GROUPS_IMAGE_USER, HTTPD_IMAGE, IMAGE_VOLUME_FILES, IMAGE_VOLUME_IMAGE } from "../helpers/env.ts";
 
@@ -21,6 +22,8 @@ const sh = (script: string) => ["sh", "-c", script];
 const KUBELET_LAG_MS = env.evented ? 7_000 : 0;
 const busybox = (name: string, script: string, extra: Record<string, unknown> = {}) => ({ name, image: BUSYBOX_IMAGE, command: sh(script), ...extra });
 const inspect = (id: string) => JSON.parse(env.docker("inspect", id.replace("docker://", "")))[0];
+// The container may be removed as soon as it dies: its die event, watched from before the deletion, tells how it ended.
+const dieOf = (id: string) => watchDie(env.dockerd.endpoint, id.replace("docker://", ""), 20_000 + KUBELET_LAG_MS);
 const status = (cs: ContainerStatusView[] | undefined, name: string) => cs?.find((c) => c.name === name);
 
 // The crash loop runs while the rest is tested: back-off takes its time.
@@ -109,16 +112,13 @@ t.test("postStart and preStop hooks run; deletion honours the grace period", asy
   const pod = await env.waitRunning("hooks");
   const id = status(pod.status.containerStatuses, "app")!.containerID!;
   t.equal(await readFile(join(hostDir, "events"), "utf8"), "postStart\n", "postStart ran, through the hostPath volume");
+  const died = dieOf(id);
   const deleted = Date.now();
   await env.deletePod("hooks");
-  let state = inspect(id).State;
-  while (state.Running && Date.now() - deleted < 20_000) {
-    await sleep(200);
-    state = inspect(id).State;
-  }
-  const took = Date.now() - deleted;
+  const death = await died;
+  const took = death.at - deleted;
   t.equal(await readFile(join(hostDir, "events"), "utf8"), "postStart\npreStop\nterm\nexiting\n", "preStop, then SIGTERM, then the container's own exit");
-  t.equal(state.ExitCode, 0, "the container exited by itself within its grace period (not killed)");
+  t.equal(death.exitCode, 0, "the container exited by itself within its grace period (not killed)");
   t.ok(took >= 2000 && took < 10_000 + KUBELET_LAG_MS, `stopping took ${took} ms: the 2 s the container needed, less than the 10 s allowed`);
 });
 
@@ -129,15 +129,12 @@ t.test("a container that ignores SIGTERM is killed when its grace period ends", 
   });
   const pod = await env.waitRunning("stubborn");
   const id = status(pod.status.containerStatuses, "app")!.containerID!;
+  const died = dieOf(id);
   const deleted = Date.now();
   await env.deletePod("stubborn");
-  let state = inspect(id).State;
-  while (state.Running && Date.now() - deleted < 20_000) {
-    await sleep(200);
-    state = inspect(id).State;
-  }
-  const took = Date.now() - deleted;
-  t.equal(state.ExitCode, 137, "SIGKILL");
+  const death = await died;
+  const took = death.at - deleted;
+  t.equal(death.exitCode, 137, "SIGKILL");
   t.ok(took >= 2500 && took < 9000 + KUBELET_LAG_MS, `killed after ${took} ms (grace period 3 s)`);
 });
 
