@@ -277,12 +277,13 @@ export class CniNetwork implements PodNetwork {
     const prev = list.cniVersion.startsWith("0.3.") ? undefined : (entry.result ?? undefined);
     const failures: string[] = [];
     for (const plugin of [...list.plugins].reverse()) {
-      if (!(await findPlugin(plugin.type, this.options.binDirs))) {
+      const binary = await findPlugin(plugin.type, this.options.binDirs);
+      if (!binary) {
         this.log.warn({ sandboxId: request.sandboxId, network: list.name, plugin: plugin.type }, "CNI plugin no longer installed: its DEL is skipped");
         continue;
       }
       try {
-        await this.invoke("DEL", list, plugin, args, entry.capabilityArgs, prev, undefined, request.timer);
+        await this.run("DEL", list, plugin, binary, args, entry.capabilityArgs, prev, undefined, request.timer);
       } catch (err) {
         failures.push(describeCause(err));
       }
@@ -320,12 +321,27 @@ export class CniNetwork implements PodNetwork {
     signal?: AbortSignal,
     timer?: StepTimer,
   ): Promise<unknown> {
-    const what = `CNI plugin ${plugin.type} ${command} (network ${list.name}, container ${args.containerId.slice(0, 12)})`;
     const binary = await findPlugin(plugin.type, this.options.binDirs);
-    if (!binary) throw failedPrecondition(`${what}: plugin binary not found in ${this.options.binDirs.join(", ")}`);
+    if (!binary) throw failedPrecondition(`${describeInvocation(command, list, plugin, args)}: plugin binary not found in ${this.options.binDirs.join(", ")}`);
+    return this.run(command, list, plugin, binary, args, capabilityArgs, prevResult, signal, timer);
+  }
+
+  /** One plugin run with its binary already found; ADD's validated result, else undefined. */
+  private async run(
+    command: CniCommand,
+    list: Pick<NetworkConfigList, "name" | "cniVersion">,
+    plugin: PluginConf,
+    binary: string,
+    args: InvocationArgs,
+    capabilityArgs: Record<string, unknown>,
+    prevResult: unknown,
+    signal?: AbortSignal,
+    timer?: StepTimer,
+  ): Promise<unknown> {
+    const what = describeInvocation(command, list, plugin, args);
     const stdin = JSON.stringify(pluginStdin(list, plugin, capabilityArgs, prevResult));
-    const run = () => execPlugin(what, { binary, env: pluginEnv(command, args), stdin, timeoutMs: this.timeoutMs, signal });
-    const stdout = await timed(timer, `cni.${command.toLowerCase()}.${plugin.type}`, run, 1);
+    const exec = () => execPlugin(what, { binary, env: pluginEnv(command, args), stdin, timeoutMs: this.timeoutMs, signal });
+    const stdout = await timed(timer, `cni.${command.toLowerCase()}.${plugin.type}`, exec, 1);
     if (command !== "ADD") return undefined;
     try {
       // Validate now; pass the plugin's own JSON on as the next prevResult.
@@ -335,4 +351,8 @@ export class CniNetwork implements PodNetwork {
       throw new CridockError("UNKNOWN", `${what}: unusable result`, { cause: err });
     }
   }
+}
+
+function describeInvocation(command: CniCommand, list: Pick<NetworkConfigList, "name">, plugin: PluginConf, args: InvocationArgs): string {
+  return `CNI plugin ${plugin.type} ${command} (network ${list.name}, container ${args.containerId.slice(0, 12)})`;
 }
