@@ -137,15 +137,12 @@ async function forEachContainer(
   timer: StepTimer,
   wanted: (state: string) => boolean = () => true,
 ): Promise<void> {
-  const t0 = performance.now();
-  const containers = await ctx.docker.listContainers({
-    label: [`${TYPE_LABEL}=${TYPE_CONTAINER}`, `${SANDBOX_ID_LABEL}=${sandboxId}`],
-  });
-  timer.record("docker.list", performance.now() - t0);
+  const containers = await timer.time("docker.list", () =>
+    ctx.docker.listContainers({ label: [`${TYPE_LABEL}=${TYPE_CONTAINER}`, `${SANDBOX_ID_LABEL}=${sandboxId}`] }),
+  );
   const targets = containers.filter((c) => wanted(c.State));
-  const t1 = performance.now();
-  const results = await Promise.allSettled(targets.map((c) => fn(c.Id)));
-  if (targets.length > 0) timer.record(`containers.${what}`, performance.now() - t1);
+  if (targets.length === 0) return;
+  const results = await timer.time(`containers.${what}`, () => Promise.allSettled(targets.map((c) => fn(c.Id))));
   const failed = results.flatMap((r, i) => (r.status === "rejected" && !isNotFound(r.reason) ? [`${targets[i]!.Id.slice(0, 12)}: ${describeCause(r.reason)}`] : []));
   if (failed.length) throw new CridockError("UNKNOWN", `pod sandbox ${sandboxId}: could not ${what} its containers: ${failed.join("; ")}`);
 }
