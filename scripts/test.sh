@@ -37,6 +37,8 @@ PRIMARY_ENGINE=docker29
 CONTAINERD_STORE_TESTS=(test/integration/images test/integration/stats test/integration/containers/engine-features.test.ts
   test/integration/containers/image-volumes.test.ts test/integration/containers/groups-devices.test.ts)
 ENGINES=()
+# "suite@engine N s", one per suite run, printed before the summary.
+TIMES=()
 # Set around a run_tap_suite call: the test directory when it differs from
 # the suite's name, and extra environment for tap.
 SUITE_DIR=""
@@ -188,17 +190,20 @@ main() {
   local suites=("$@")
   ((${#suites[@]} > 0)) || suites=(unit integration packaging faults e2e cluster deno conformance)
   choose_engines
+  local setup_seconds=$SECONDS
   prepare
+  setup_seconds=$((SECONDS - setup_seconds))
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
   # shellcheck disable=SC2064  # expand now
   trap "rm -rf '$RESULTS_DIR'" EXIT
-  local suite engine primary
+  local suite engine primary started
   # Unit, fault, kubelet and Deno tests run once, on the primary engine (or the first one chosen).
   primary="${ENGINES[0]}"
   [[ " ${ENGINES[*]} " == *" $PRIMARY_ENGINE "* ]] && primary="$PRIMARY_ENGINE"
   for suite in "${suites[@]}"; do
     for engine in "${ENGINES[@]}"; do
       if [[ "$engine" != "$primary" ]] && ! engine_runs "$engine" "$suite"; then continue; fi
+      started=$SECONDS
       case "$suite" in
         unit) run_tap_suite unit "$engine" ;;
         integration) run_tap_suite integration "$engine" --jobs=1 --timeout=600 ;;
@@ -221,8 +226,12 @@ main() {
           ;;
         *) die "unknown suite '$suite' (unit, integration, packaging, faults, e2e, cluster, deno, conformance)" ;;
       esac
+      TIMES+=("$suite@$engine $((SECONDS - started)) s")
     done
   done
+  # Where the run's time went: CI has a budget, and this is what it is spent on.
+  echo "# ---- time per suite"
+  printf '#   %s\n' "setup $setup_seconds s" "${TIMES[@]}"
   echo "# ---- summary"
   (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/test-summary.ts "${SUMMARY_ARGS[@]}")
 }
