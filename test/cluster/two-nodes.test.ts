@@ -85,11 +85,11 @@ async function twoNodes() {
   });
 
   t.test("pods on the two nodes reach each other by pod IP and see each other's pod IP", async (t) => {
-    // busybox httpd -v logs each request as "<client ip>:<port>: url:/".
+    // busybox httpd -v logs each request as "[::ffff:<client ip>]:<port>: response:200".
     for (const [client, server] of [["client2", "web1"], ["client1", "web2"]] as const) {
       t.match(await fetchFrom(client, `http://${pods[server].status.podIP}/`), INDEX, `${client} fetches from ${server} across the nodes`);
       const logs = await kubectlOk(["-n", ns, "logs", server]);
-      t.ok(logs.includes(`${pods[client].status.podIP}:`), `${server} saw ${client}'s own IP ${pods[client].status.podIP}, not a NAT address:\n${logs}`);
+      t.ok(logs.includes(`:${pods[client].status.podIP}]:`), `${server} saw ${client}'s own IP ${pods[client].status.podIP}, not a NAT address:\n${logs}`);
     }
   });
 
