@@ -18,19 +18,6 @@ const NODE2_DOCKER_ENDPOINT = "unix:///run/cridock-node2/docker.sock";
 const NODE2_CGROUP_ROOT = "/cridock-node2";
 const INDEX = "cridock test httpd";
 
-const nodes = await getJson(["nodes"]);
-const nodeNames: string[] = nodes.items.map((n: any) => n.metadata.name);
-
-if (!nodeNames.includes(NODE2_NAME)) {
-  if (process.env.CRIDOCK_CLUSTER_NODES === "2") {
-    t.fail(`CRIDOCK_CLUSTER_NODES=2 but the cluster's nodes are ${nodeNames.join(", ")}: no ${NODE2_NAME}`);
-  } else {
-    t.plan(0, `the cluster has one node (${nodeNames.join(", ")}); these tests need scripts/cluster.sh up --nodes 2`);
-  }
-} else {
-  await twoNodes();
-}
-
 function node2Crictl(args: string[]) {
   return run(CRICTL, ["--runtime-endpoint", NODE2_CRI_ENDPOINT, "--timeout", "10s", ...args]);
 }
@@ -140,8 +127,28 @@ async function twoNodes() {
     const id = onNode2.status.containerStatuses[0].containerID.replace("docker://", "");
     const listed = await node2Crictl(["inspect", id]);
     t.equal(listed.code, 0, `node 2's cridock knows the container (${listed.stderr})`);
+    // Node 2's kubelet runs with its own cgroup root; with QoS cgroups its
+    // pods' cgroups are below it (without them kubelet names no parent, and
+    // Docker's default, one cgroup per container id, cannot collide either).
+    const configz = JSON.parse(await kubectlOk(["get", "--raw", `/api/v1/nodes/${NODE2_NAME}/proxy/configz`])).kubeletconfig;
+    t.equal(configz.cgroupRoot, NODE2_CGROUP_ROOT, "node 2's kubelet took its own cgroup root");
     const inspected = await run("docker", ["--host", NODE2_DOCKER_ENDPOINT, "inspect", "--format", "{{.HostConfig.CgroupParent}}", id]);
     t.equal(inspected.code, 0, inspected.stderr);
-    t.ok(inspected.stdout.trim().startsWith(NODE2_CGROUP_ROOT), `its cgroup parent ${inspected.stdout.trim()} is under node 2's cgroup root`);
+    const parent = inspected.stdout.trim();
+    if (configz.cgroupsPerQOS) t.ok(parent.startsWith(`${NODE2_CGROUP_ROOT}/`), `its cgroup parent ${parent} is under node 2's cgroup root`);
+    else t.equal(parent, "", "without QoS cgroups kubelet names no cgroup parent");
   });
+}
+
+const nodes = await getJson(["nodes"]);
+const nodeNames: string[] = nodes.items.map((n: any) => n.metadata.name);
+
+if (!nodeNames.includes(NODE2_NAME)) {
+  if (process.env.CRIDOCK_CLUSTER_NODES === "2") {
+    t.fail(`CRIDOCK_CLUSTER_NODES=2 but the cluster's nodes are ${nodeNames.join(", ")}: no ${NODE2_NAME}`);
+  } else {
+    t.plan(0, `the cluster has one node (${nodeNames.join(", ")}); these tests need scripts/cluster.sh up --nodes 2`);
+  }
+} else {
+  await twoNodes();
 }
