@@ -53,7 +53,9 @@ NODE2_DAEMONS=(cluster-node2-dockerd cluster-node2-cridock cluster-node2-kubelet
 # namespace to $NODE2_STATE_DIR/root/<path>. The first node's podLogsDir is in
 # the cluster's KubeletConfiguration, which the second node's kubelet takes
 # too; a kubelet removes the log directories of pods it does not know.
-NODE2_PRIVATE_PATHS=(/etc/kubernetes /var/lib/kubelet /var/log/pods /var/log/containers "$CLUSTER_STATE_DIR/pod-logs")
+# kubeadm reset on a worker clears /var/lib/etcd (it knows no other data
+# directory there), so the node has its own, empty one.
+NODE2_PRIVATE_PATHS=(/etc/kubernetes /var/lib/kubelet /var/lib/etcd /var/log/pods /var/log/containers "$CLUSTER_STATE_DIR/pod-logs")
 # Host files and directories node2_up found missing and made, one a line.
 NODE2_CREATED_STAMP="$NODE2_STATE_DIR/created"
 # A comment on every iptables rule node2_up adds to the host, for down.
@@ -131,6 +133,11 @@ node2_make_mount_ns() {
     private="$NODE2_STATE_DIR/root$path"
     mkdir -p "$private"
     node2_make_dir "$path"
+    # The first node's kubelet makes /var/lib/kubelet a shared mount: its copy
+    # here would keep receiving that kubelet's volume mounts, hidden below the
+    # node's own directory but listed in /proc/mounts, where kubeadm reset
+    # would fail to unmount them. The copy goes (a slave's unmount stays here).
+    if node2_in mountpoint -q "$path"; then node2_in umount -l "$path"; fi
     node2_in mount --bind "$private" "$path"
   done
   node2_in sh -c '
@@ -215,12 +222,14 @@ node2_start_forwarders() {
   done
 }
 
+# All at once: socat takes about 2 s to end on SIGTERM, one after another 12 s.
 node2_stop_forwarders() {
   local port
   for port in "${NODE2_FORWARDED_PORTS[@]}"; do
-    stop_daemon "cluster-node2-forward-node-$port" 5
-    stop_daemon "cluster-node2-forward-host-$port" 5
+    stop_daemon "cluster-node2-forward-node-$port" 5 &
+    stop_daemon "cluster-node2-forward-host-$port" 5 &
   done
+  wait
 }
 
 # --- daemons -------------------------------------------------------------------
@@ -413,7 +422,7 @@ node2_reset() {
     </dev/null >>"$NODE2_KUBEADM_LOG" 2>&1 || log "kubeadm reset on node 2 failed; removing what is left by hand"
   local crictl=("$CRIDOCK_TOOLS_DIR/bin/crictl" --runtime-endpoint "unix://$NODE2_CRI_SOCKET" --timeout 10s) left=()
   mapfile -t left < <("${crictl[@]}" pods -q 2>/dev/null)
-  ((${#left[@]} == 0)) || "${crictl[@]}" rmp "${left[@]}" >>"$NODE2_KUBEADM_LOG" 2>&1 || true
+  ((${#left[@]} == 0)) || "${crictl[@]}" rmp --force "${left[@]}" >>"$NODE2_KUBEADM_LOG" 2>&1 || true
 }
 
 # Processes still in the node's network namespace (a container dockerd did
