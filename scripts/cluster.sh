@@ -5,13 +5,17 @@
 # as a Deployment, on a CNI bridge network. RBAC, Node authorization and
 # kubeadm's certificates, as any kubeadm cluster.
 #
-#   cluster.sh up     builds or reuses what it needs, starts a private dockerd
+#   cluster.sh up [--nodes 1|2]
+#                     builds or reuses what it needs, starts a private dockerd
 #                     (the Engine 29 build), cridock on it, runs `kubeadm init`,
 #                     starts kubelet from exactly what kubeadm wrote (systemd is
 #                     not PID 1 here, so kubeadm cannot start it), waits for the
 #                     node to be Ready and CoreDNS to answer, and prints the
-#                     `export KUBECONFIG=…` line on stdout.
-#   cluster.sh down   `kubeadm reset` (every pod removed through CRI), then
+#                     `export KUBECONFIG=…` line on stdout. With --nodes 2
+#                     (or CRIDOCK_CLUSTER_NODES=2), then joins a second node
+#                     on this machine in namespaces of its own
+#                     (scripts/lib/cluster-node2.sh).
+#   cluster.sh down   the second node first, if there is one; then `kubeadm reset` (every pod removed through CRI), then
 #                     stops the daemons and removes what up made: iptables
 #                     chains, mounts, bridges and files.
 #   cluster.sh status exits 0 when the cluster answers.
@@ -29,6 +33,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
 # shellcheck source=scripts/lib/cluster-config.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-config.sh"
+# shellcheck source=scripts/lib/cluster-node2.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-node2.sh"
 
 KUBEADM_LOG="$ENV_LOG_DIR/cluster-kubeadm.log"
 # Host files and directories up found missing and made (removed by down), one a line.
@@ -260,6 +266,7 @@ remove_left_sandboxes() {
 }
 
 cluster_down() {
+  node2_down
   if ! cluster_present; then
     log "no cluster here"
     return 0
@@ -314,7 +321,14 @@ main() {
   require_root
   mkdir -p "$ENV_LOG_DIR"
   case "${1:-}" in
-    up) cluster_up ;;
+    up)
+      local nodes="${CRIDOCK_CLUSTER_NODES:-1}"
+      [[ "${2:-}" == --nodes ]] && nodes="${3:-}"
+      [[ "${2:-}" == --nodes=* ]] && nodes="${2#--nodes=}"
+      [[ "$nodes" == 1 || "$nodes" == 2 ]] || die "up takes --nodes 1 or --nodes 2, not '$nodes'"
+      cluster_up
+      if [[ "$nodes" == 2 ]]; then node2_up "$(cluster_host_ip)"; fi
+      ;;
     down) cluster_down ;;
     status) api_answers && node_ready ;;
     restart)
@@ -324,7 +338,7 @@ main() {
         *) die "usage: cluster.sh restart kubelet|cridock" ;;
       esac
       ;;
-    *) die "usage: cluster.sh up|down|status|restart kubelet|cridock" ;;
+    *) die "usage: cluster.sh up [--nodes 1|2]|down|status|restart kubelet|cridock" ;;
   esac
 }
 

@@ -12,7 +12,12 @@ await apply(ns, {
   apiVersion: "v1",
   kind: "Pod",
   metadata: { name: "survivor" },
-  spec: { terminationGracePeriodSeconds: 1, containers: [{ name: "c", image: BUSYBOX_IMAGE, command: ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"] }] },
+  spec: {
+    terminationGracePeriodSeconds: 1,
+    // On the node whose kubelet and cridock restart, when the cluster has two.
+    nodeSelector: { "kubernetes.io/hostname": NODE_NAME },
+    containers: [{ name: "c", image: BUSYBOX_IMAGE, command: ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"] }],
+  },
 });
 await waitPodReady(ns, "survivor");
 
