@@ -6,7 +6,7 @@
  */
 import t from "tap";
 import { spawn } from "node:child_process";
-import { appendFile, mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { appendFile, link, mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import * as fsPromises from "node:fs/promises";
 import { createRequire, syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
@@ -67,8 +67,8 @@ async function until(what: string, check: () => Promise<boolean>, ms: number): P
   return Date.now() - start;
 }
 
-/** A container directory as dockerd lays it out, a fake Docker answering inspect, and a follower with a minute-long safety poll. */
-async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid) {
+/** A container directory as dockerd lays it out, a fake Docker answering inspect, and a follower with a minute-long safety poll (unless given). */
+async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid, safetyPollMs = { first: 60_000, max: 60_000 }) {
   const dir = await mkdtemp(join(tmpdir(), "cridock-idle-"));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const path = join(dir, "c-json.log");
@@ -93,7 +93,7 @@ async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid
     containerId: "c".repeat(64),
     logPath: criPath,
     tty: false,
-    safetyPollMs: { first: 60_000, max: 60_000 },
+    safetyPollMs,
   });
   t.teardown(() => follower.stop());
   await follower.startFresh();
@@ -117,6 +117,40 @@ t.test("a quiet follower reads and stats nothing; a write after the quiet arrive
   await appendFile(s.path, entry("two\n"));
   const ms = await until("the line written after the quiet", async () => (await criText(s.criPath)).length === 2, 1000);
   t.ok(ms < 1000, `arrived after ${ms} ms, with a safety poll of a minute`);
+});
+
+t.test("safety polls of a quiet log go through no threadpool; one still finds a write no event announced", async (t) => {
+  // Polls every 50 ms instead of backing off to minutes, so a second holds about twenty.
+  const s = await setup(t, process.pid, { first: 50, max: 50 });
+  await appendFile(s.path, entry("one\n"));
+  await until("the first line", async () => (await criText(s.criPath)).length === 1, 2000);
+  await new Promise((r) => setTimeout(r, 700));
+  ops.reads = ops.stats = 0;
+  ops.counting = true;
+  await new Promise((r) => setTimeout(r, 1000));
+  ops.counting = false;
+  // Each full look was a read, two stats of the log and one of /proc/<pid>, each a threadpool round.
+  t.same({ reads: ops.reads, stats: ops.stats }, { reads: 0, stats: 0 }, "no asynchronous file operation in a second of safety polls");
+  t.notOk(s.follower.done, "the container's process is alive: the follower goes on");
+  // A write through a hard link in another directory: the watch on Docker's directory never hears of it.
+  const elsewhere = await mkdtemp(join(tmpdir(), "cridock-idle-link-"));
+  t.teardown(() => rm(elsewhere, { recursive: true, force: true }));
+  await link(s.path, join(elsewhere, "same-file"));
+  await appendFile(join(elsewhere, "same-file"), entry("unannounced\n"));
+  await until("the unannounced line", async () => (await criText(s.criPath)).length === 2, 1000);
+  t.same(await criText(s.criPath), ["one", "unannounced"]);
+});
+
+t.test("a safety poll finds the container's end when no event and no state file told of it", async (t) => {
+  const child = spawn("sleep", ["30"], { stdio: "ignore" });
+  t.teardown(() => child.kill("SIGKILL"));
+  const s = await setup(t, child.pid!, { first: 50, max: 50 });
+  await new Promise((r) => setTimeout(r, 300));
+  t.notOk(s.follower.done);
+  s.state.running = false;
+  child.kill("SIGKILL");
+  await new Promise((r) => child.once("exit", r));
+  await until("the follower finishing at a safety poll", async () => s.follower.done, 1000);
 });
 
 t.test("a rotation after a quiet spell is followed without a poll", async (t) => {
