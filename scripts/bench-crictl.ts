@@ -22,7 +22,7 @@
  * Needs the test environment (scripts/env-setup.sh) with crictl, and root.
  */
 import { execFile, spawnSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
@@ -72,8 +72,11 @@ async function workload(kind: RuntimeKind, round: number): Promise<Figures> {
   const latency = {} as Record<Phase, number>;
   const cpu = {} as Record<Phase, number>;
   const podFile = (name: string) => join(scratch, `${name}.pod.json`);
-  const writePod = (name: string) =>
-    writeFile(podFile(name), JSON.stringify({ metadata: { name, namespace: "bench-crictl", uid: `${name}-${process.pid}-${round}`, attempt: 0 }, log_directory: join(scratch, "logs", name), linux: {} }));
+  /** The pod's config, and its log directory made as kubelet makes it (cri-dockerd expects it to exist). */
+  const writePod = async (name: string) => {
+    await mkdir(join(scratch, "logs", name), { recursive: true });
+    await writeFile(podFile(name), JSON.stringify({ metadata: { name, namespace: "bench-crictl", uid: `${name}-${process.pid}-${round}`, attempt: 0 }, log_directory: join(scratch, "logs", name), linux: {} }));
+  };
   /** Times every call of `calls` one after the other, and the runtime's CPU over them all. */
   const phase = async (p: Phase, calls: (() => Promise<unknown>)[]) => {
     const times: number[] = [];
