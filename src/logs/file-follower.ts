@@ -82,6 +82,16 @@ export interface JsonFileFollowerOptions extends LogFollowerOptions {
 
 type Phase = "more" | "file-end" | "output-end";
 
+/**
+ * `ms` stretched to end on a whole second of the clock. Node runs every
+ * timer that is due in one wake of the event loop, so the safety polls of
+ * many quiet containers then share wakes (one epoll_pwait and its timer
+ * bookkeeping a second at most) instead of each waking the loop on its own.
+ */
+export function onTheSecond(ms: number, now = Date.now()): number {
+  return ms + 999 - ((now + ms + 999) % 1000);
+}
+
 export class JsonFileFollower extends FollowerBase<TailPosition> {
   private tail: JsonLogTail | undefined;
   private converter = new JsonLogConverter();
@@ -221,7 +231,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
           continue;
         }
         for (;;) {
-          woke = await this.bell.wait(this.watching ? safetyMs : POLL_MS, this.abort.signal);
+          woke = await this.bell.wait(onTheSecond(this.watching ? safetyMs : POLL_MS), this.abort.signal);
           if (woke !== "timeout") break;
           safetyMs = Math.min(safetyMs * 2, safety.max);
           const announced = this.watching && this.watch!.takeEvents() > 0;

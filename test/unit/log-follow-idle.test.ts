@@ -11,7 +11,8 @@ import * as fsPromises from "node:fs/promises";
 import { createRequire, syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { JsonFileFollower } from "../../src/logs/file-follower.ts";
+import { JsonFileFollower, onTheSecond } from "../../src/logs/file-follower.ts";
+import { JsonLogTail } from "../../src/logs/json-tail.ts";
 import { Doorbell, LogWatch } from "../../src/logs/log-watch.ts";
 import { FollowStateStore } from "../../src/logs/resume.ts";
 import { parseRecord } from "../../src/logs/crilog.ts";
@@ -120,7 +121,7 @@ t.test("a quiet follower reads and stats nothing; a write after the quiet arrive
 });
 
 t.test("safety polls of a quiet log go through no threadpool; one still finds a write no event announced", async (t) => {
-  // Polls every 50 ms instead of backing off to minutes, so a second holds about twenty.
+  // Polls every 50 ms (stretched to the next whole second) instead of backing off to minutes.
   const s = await setup(t, process.pid, { first: 50, max: 50 });
   await appendFile(s.path, entry("one\n"));
   await until("the first line", async () => (await criText(s.criPath)).length === 1, 2000);
@@ -137,8 +138,36 @@ t.test("safety polls of a quiet log go through no threadpool; one still finds a 
   t.teardown(() => rm(elsewhere, { recursive: true, force: true }));
   await link(s.path, join(elsewhere, "same-file"));
   await appendFile(join(elsewhere, "same-file"), entry("unannounced\n"));
-  await until("the unannounced line", async () => (await criText(s.criPath)).length === 2, 1000);
+  // Safety polls end on whole seconds: the next one is at most a second and a poll away.
+  await until("the unannounced line", async () => (await criText(s.criPath)).length === 2, 2500);
   t.same(await criText(s.criPath), ["one", "unannounced"]);
+});
+
+t.test("the safety polls of many quiet followers fall on whole seconds, so they share wakes of the event loop", async (t) => {
+  for (const [ms, now] of [[2000, 1000], [2000, 1001], [2000, 1999], [300_000, 123_456]] as const) {
+    const d = onTheSecond(ms, now);
+    t.ok(d >= ms && d < ms + 1000 && (now + d) % 1000 === 0, `${ms} ms at ${now}: ${d}`);
+  }
+  const looks: number[] = [];
+  const proto = JsonLogTail.prototype as unknown as { unchangedSync: () => boolean };
+  const original = proto.unchangedSync;
+  proto.unchangedSync = function (this: unknown) {
+    looks.push(Date.now());
+    return original.call(this);
+  };
+  t.teardown(() => {
+    proto.unchangedSync = original;
+  });
+  // Ten followers started one after another, each polling every 50 ms of its own.
+  for (let i = 0; i < 10; i++) {
+    await setup(t, process.pid, { first: 50, max: 50 });
+    await new Promise((r) => setTimeout(r, 37));
+  }
+  looks.length = 0;
+  await new Promise((r) => setTimeout(r, 2200));
+  const wakes = new Set(looks.map((at) => Math.floor(at / 100)));
+  t.ok(looks.length >= 10, `${looks.length} safety looks`);
+  t.ok(wakes.size <= 3, `the looks fell in ${wakes.size} tenths of a second`);
 });
 
 t.test("a safety poll finds the container's end when no event and no state file told of it", async (t) => {
@@ -150,7 +179,7 @@ t.test("a safety poll finds the container's end when no event and no state file 
   s.state.running = false;
   child.kill("SIGKILL");
   await new Promise((r) => child.once("exit", r));
-  await until("the follower finishing at a safety poll", async () => s.follower.done, 1000);
+  await until("the follower finishing at a safety poll", async () => s.follower.done, 2500);
 });
 
 t.test("a rotation after a quiet spell is followed without a poll", async (t) => {
