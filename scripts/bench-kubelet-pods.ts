@@ -22,6 +22,8 @@
  * outside the repository) behind the same kubelet, and prints the ratios
  * of each round. Every arm reports the runtime's CPU over the burst and
  * over the deletion, and its RSS idle (images pulled) and after the burst.
+ * cri-dockerd refuses engines older than API 1.42 (Debian's 20.10 is 1.41):
+ * point CRIDOCK_TEST_DOCKERD_BIN at an Engine 29 build for that comparison.
  *
  *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
  *                                         [--compare <other tree's bin/cridock.js>] [--compare-cri-dockerd <binary>]
