@@ -278,7 +278,12 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   for (let round = 0; round < ROUNDS; round++) {
     // Alternate the order each round so neither arm always runs on a warmer machine.
     const order = round % 2 === 0 ? arms : [...arms].reverse();
-    for (const arm of order) results.get(arm)!.push(await burst(arm, evented, round === 0 && arm.metrics));
+    for (const arm of order) {
+      const result = await burst(arm, evented, round === 0 && arm.metrics);
+      results.get(arm)!.push(result);
+      // Printed as it comes, so an arm that fails later does not take this one's figures with it.
+      report(arm, [result]);
+    }
   }
   console.log(`${evented ? "evented" : "generic"} PLEG results:`);
   for (const arm of arms) report(arm, results.get(arm)!);
