@@ -86,7 +86,10 @@ async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid
       };
     },
   } as unknown as DockerClient;
-  const criPath = join(dir, "cri.log");
+  // The CRI file lives elsewhere, as kubelet's pod log directory does: its writes in Docker's directory would wake the follower.
+  const criDir = await mkdtemp(join(tmpdir(), "cridock-idle-cri-"));
+  t.teardown(() => rm(criDir, { recursive: true, force: true }));
+  const criPath = join(criDir, "cri.log");
   const follower = new JsonFileFollower({
     docker,
     store: new FollowStateStore(join(dir, "state")),
@@ -125,7 +128,8 @@ t.test("safety polls of a quiet log go through no threadpool; one still finds a 
   const s = await setup(t, process.pid, { first: 50, max: 50 });
   await appendFile(s.path, entry("one\n"));
   await until("the first line", async () => (await criText(s.criPath)).length === 1, 2000);
-  await new Promise((r) => setTimeout(r, 700));
+  // The first poll after the write looks fully (the watch had reported it); it falls on the next whole second.
+  await new Promise((r) => setTimeout(r, 1600));
   ops.reads = ops.stats = 0;
   ops.counting = true;
   await new Promise((r) => setTimeout(r, 1000));
