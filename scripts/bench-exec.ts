@@ -3,12 +3,17 @@
  * any dockershim needs (exec create, start with the hijacked stream read to
  * its end, inspect for the exit code), interleaved in one run; prints both
  * medians, their ratio and the processes spawned per call. --compare adds a
- * second cridock (another tree's bin/cridock.js) to the same rounds. Then
+ * second cridock (another tree's bin/cridock.js) to the same rounds, and
+ * --compare-cri-dockerd a cri-dockerd binary (built outside the repository,
+ * on a CNI network since it has no no-op plugin); each runtime's CPU
+ * seconds over its own calls (/proc/<pid>/stat around each call) and its
+ * RSS after the rounds are printed beside its latency. Then
  * exec stream throughput (skipped with --mib 0): `crictl exec` (SPDY and
  * WebSocket) reading N MiB of stdout, against the same bytes read straight
  * from Docker's exec stream.
  *
  *   npx tsx scripts/bench-exec.ts [--rounds 200] [--mib 512] [--compare <bin/cridock.js>]
+ *       [--compare-cri-dockerd <binary>]
  */
 import { spawn } from "node:child_process";
 import { parseArgs } from "node:util";
@@ -16,13 +21,16 @@ import { DockerClient } from "../src/docker/client.ts";
 import { silentLogger } from "../src/log.ts";
 import { startCridockProcess, type CridockProcess } from "../test/helpers/cridock-process.ts";
 import { median, spawnedPerOperation, stepBreakdown } from "./lib/bench-stats.ts";
-import { BUSYBOX_IMAGE, CRICTL, PAUSE_IMAGE } from "../test/helpers/env.ts";
+import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir, PAUSE_IMAGE, type CniConfDir } from "../test/helpers/env.ts";
+import { cpuSeconds, rssMb } from "./lib/proc-usage.ts";
+import { startRuntime, type RuntimeUnderTest } from "./lib/runtimes.ts";
 
 const { values } = parseArgs({
   options: {
     rounds: { type: "string", default: "200" },
     mib: { type: "string", default: "512" },
     compare: { type: "string" },
+    "compare-cri-dockerd": { type: "string" },
   },
 });
 const ROUNDS = Number(values.rounds);
@@ -62,7 +70,7 @@ function countOutput(command: string, args: string[]): Promise<[number, number]>
 }
 
 /** A running pod with one long-running busybox container; returns its ids. */
-async function startPod(cridock: CridockProcess, tag: string): Promise<{ podSandboxId: string; containerId: string }> {
+async function startPod(cridock: Pick<CridockProcess, "client">, tag: string): Promise<{ podSandboxId: string; containerId: string }> {
   const client = cridock.client;
   await client.imageCall("PullImage", { image: { image: BUSYBOX_IMAGE } });
   const podConfig = { metadata: { name: `bench-exec-${tag}`, namespace: "bench", uid: `bench-exec-${tag}-${process.pid}`, attempt: 0 }, linux: {} };
@@ -76,7 +84,7 @@ async function startPod(cridock: CridockProcess, tag: string): Promise<{ podSand
   return { podSandboxId, containerId };
 }
 
-async function stopPod(cridock: CridockProcess, podSandboxId: string): Promise<void> {
+async function stopPod(cridock: Pick<CridockProcess, "client">, podSandboxId: string): Promise<void> {
   await cridock.client.call("StopPodSandbox", { podSandboxId }).catch(() => undefined);
   await cridock.client.call("RemovePodSandbox", { podSandboxId }).catch(() => undefined);
 }
@@ -86,17 +94,31 @@ async function main() {
   const cridock = await startCridockProcess({ flags });
   const client = cridock.client;
   const other = values.compare ? await startCridockProcess({ flags, entry: values.compare }) : undefined;
+  let cni: CniConfDir | undefined;
+  let criDockerd: RuntimeUnderTest | undefined;
+  if (values["compare-cri-dockerd"]) {
+    cni = await makeCniConfDir({ bridge: "cridock-exec0", subnet: "10.97.0.0/24", networkName: "cridock-bench-exec" });
+    criDockerd = await startRuntime({ kind: "cri-dockerd", binary: values["compare-cri-dockerd"] }, cni);
+  }
   let podSandboxId = "";
   let otherPod: { podSandboxId: string; containerId: string } | undefined;
+  let criDockerdPod: { podSandboxId: string; containerId: string } | undefined;
   try {
     let containerId: string;
     ({ podSandboxId, containerId } = await startPod(cridock, "self"));
     if (other) otherPod = await startPod(other, "other");
+    if (criDockerd) criDockerdPod = await startPod(criDockerd, "cri-dockerd");
     const cmd = ["echo", "-n", "hello"];
-    const arms: { name: string; run: () => Promise<unknown>; times: number[] }[] = [
-      { name: "cridock", run: () => client.call("ExecSync", { containerId, cmd, timeout: 10 }), times: [] },
-      ...(other && otherPod ? [{ name: `compare (${values.compare})`, run: () => other.client.call("ExecSync", { containerId: otherPod!.containerId, cmd, timeout: 10 }), times: [] }] : []),
-      { name: "floor", run: () => directExec(containerId, cmd), times: [] },
+    /** `pid`: the runtime's process, whose CPU is summed over this arm's calls (the floor has none). */
+    const arms: { name: string; run: () => Promise<unknown>; times: number[]; pid?: number; cpu: number }[] = [
+      { name: "cridock", run: () => client.call("ExecSync", { containerId, cmd, timeout: 10 }), times: [], pid: cridock.child.pid, cpu: 0 },
+      ...(other && otherPod
+        ? [{ name: `compare (${values.compare})`, run: () => other.client.call("ExecSync", { containerId: otherPod!.containerId, cmd, timeout: 10 }), times: [], pid: other.child.pid, cpu: 0 }]
+        : []),
+      ...(criDockerd && criDockerdPod
+        ? [{ name: "cri-dockerd", run: () => criDockerd!.client.call("ExecSync", { containerId: criDockerdPod!.containerId, cmd, timeout: 10 }), times: [], pid: criDockerd.pid, cpu: 0 }]
+        : []),
+      { name: "floor", run: () => directExec(containerId, cmd), times: [], cpu: 0 },
     ];
 
     // Warm up every path (connections, API version negotiation, caches).
@@ -104,14 +126,23 @@ async function main() {
     for (let i = 0; i < ROUNDS; i++) {
       for (let k = 0; k < arms.length; k++) {
         const arm = arms[(i + k) % arms.length]!;
+        const cpu0 = arm.pid ? await cpuSeconds(arm.pid) : 0;
         const t0 = performance.now();
         await arm.run();
         arm.times.push(performance.now() - t0);
+        if (arm.pid) arm.cpu += (await cpuSeconds(arm.pid)) - cpu0;
       }
     }
     const floorMedian = median(arms.at(-1)!.times);
     console.log(`ExecSync \`echo -n hello\`, ${ROUNDS} interleaved rounds (medians; floor = exec create, start, inspect):`);
-    for (const arm of arms) console.log(`  ${arm.name.padEnd(12)} ${median(arm.times).toFixed(2)} ms  ${(median(arm.times) / floorMedian).toFixed(3)} x floor`);
+    for (const arm of arms) {
+      const cost = arm.pid ? `  CPU ${((arm.cpu / ROUNDS) * 1000).toFixed(2)} ms per call, RSS ${(await rssMb(arm.pid)).toFixed(1)} MB` : "";
+      console.log(`  ${arm.name.padEnd(12)} ${median(arm.times).toFixed(2)} ms  ${(median(arm.times) / floorMedian).toFixed(3)} x floor${cost}`);
+    }
+    if (criDockerd) {
+      const [self, theirs] = [arms[0]!, arms.find((a) => a.name === "cri-dockerd")!];
+      console.log(`  cridock / cri-dockerd: latency ${(median(self.times) / median(theirs.times)).toFixed(2)} x, CPU ${(self.cpu / theirs.cpu).toFixed(2)} x`);
+    }
 
     // Processes and steps per call, from a debug-level instance's step timer.
     const counter = await startCridockProcess({ flags: [...flags, "--log-level=debug"] });
@@ -144,8 +175,12 @@ async function main() {
   } finally {
     if (podSandboxId) await stopPod(cridock, podSandboxId);
     if (other && otherPod) await stopPod(other, otherPod.podSandboxId);
+    if (criDockerd && criDockerdPod) await stopPod(criDockerd, criDockerdPod.podSandboxId);
     await cridock.stop();
     await other?.stop();
+    await criDockerd?.stop();
+    await cni?.cleanup();
+    if (cni) spawn("ip", ["link", "delete", "cridock-exec0"], { stdio: "ignore" });
     await docker.close();
   }
 }

@@ -16,7 +16,7 @@
  *            cri-dockerd writes no log itself (the CRI path is a symlink to
  *            Docker's file), so its figure is the floor: dockerd pays.
  *
- *   tsx scripts/bench-idle.ts [--counts 40,150] [--seconds 30] [--strace-seconds 5]
+ *   tsx scripts/bench-idle.ts [--counts 40,150] [--seconds 30] [--strace-seconds 60]
  *       [--log-rates 1,10] [--log-seconds 10] [--runtime node|deno] [--compare-cri-dockerd <binary>]
  *       [--compare-cridock <other tree's bin/cridock.js>]
  *
@@ -37,7 +37,9 @@ const { values } = parseArgs({
     counts: { type: "string", default: "40,150" },
     seconds: { type: "string", default: "30" },
     "settle-seconds": { type: "string", default: "5" },
-    "strace-seconds": { type: "string", default: "5" },
+    // A quiet container's safety polls back off from 2 s to minutes: a few
+    // seconds of strace can fall between two rounds of them and count ~0.
+    "strace-seconds": { type: "string", default: "60" },
     "log-rates": { type: "string", default: "1,10" },
     "log-seconds": { type: "string", default: "10" },
     runtime: { type: "string", default: "node" },

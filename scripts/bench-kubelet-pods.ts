@@ -18,9 +18,15 @@
  * (e.g. a checkout from before a change): latency and CPU side by side. Both
  * arms then run without metrics, since older trees may not serve them, and
  * the breakdown comes from one more burst of this tree, not counted.
+ * --compare-cri-dockerd does the same with a cri-dockerd binary (built
+ * outside the repository) behind the same kubelet, and prints the ratios
+ * of each round. Every arm reports the runtime's CPU over the burst and
+ * over the deletion, and its RSS idle (images pulled) and after the burst.
+ * cri-dockerd refuses engines older than API 1.42 (Debian's 20.10 is 1.41):
+ * point CRIDOCK_TEST_DOCKERD_BIN at an Engine 29 build for that comparison.
  *
  *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
- *                                         [--compare <other tree's bin/cridock.js>]
+ *                                         [--compare <other tree's bin/cridock.js>] [--compare-cri-dockerd <binary>]
  *
  * Needs what the e2e suite needs (root, scripts/env-setup.sh, scripts/install-kubelet.sh).
  */
@@ -29,6 +35,7 @@ import { parseArgs } from "node:util";
 import { KubeletEnv, sleep } from "../test/e2e/harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../test/helpers/env.ts";
 import type { Samples } from "../test/helpers/metrics-scrape.ts";
+import { rssMb } from "./lib/proc-usage.ts";
 
 const { values } = parseArgs({
   options: {
@@ -36,6 +43,7 @@ const { values } = parseArgs({
     modes: { type: "string", default: "generic,evented" },
     rounds: { type: "string", default: "1" },
     compare: { type: "string" },
+    "compare-cri-dockerd": { type: "string" },
   },
 });
 const PODS = Number(values.pods);
@@ -113,6 +121,8 @@ function printBreakdown(before: Samples, after: Samples): void {
 interface Arm {
   name: string;
   entry?: string;
+  /** A cri-dockerd binary run instead of cridock. */
+  criDockerd?: string;
   /** Serve and read cridock's /metrics (the breakdown). */
   metrics: boolean;
 }
@@ -121,7 +131,14 @@ interface BurstResult {
   latencies: number[];
   allRunningS: number;
   cpuS: number;
+  /** Runtime CPU from the first deletion until every container stopped. */
+  deleteCpuS: number;
   running: number;
+  /** The runtime's RSS with the images pulled, before the burst, and once every pod runs (MB). */
+  rssIdle: number;
+  rssAfter: number;
+  /** The slowest Version answer during the deletion (ms). */
+  worstVersionMs: number;
 }
 
 async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promise<BurstResult> {
@@ -130,6 +147,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     evented,
     metrics,
     cridockEntry: arm.entry,
+    criDockerd: arm.criDockerd,
     kubeletPort: 10351,
     bridge: "cridock-kb0",
     dockerBridge: "cridock-kbd",
@@ -140,6 +158,8 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     for (const image of [PAUSE_IMAGE, BUSYBOX_IMAGE]) await env.cridock.client.imageCall("PullImage", { image: { image } });
     const names = Array.from({ length: PODS }, (_, i) => `bench-${i}`);
     const pid = env.cridock.child.pid!;
+    await sleep(2000);
+    const rssIdle = await rssMb(pid);
     const scrapeBefore = metrics ? await env.metrics() : undefined;
     const cpuBefore = cpuSeconds(pid);
     const written = new Map<string, number>();
@@ -168,7 +188,11 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
       running: runningAt.size,
       allRunningS: (Date.now() - from) / 1000,
       cpuS: cpuSeconds(pid) - cpuBefore,
+      deleteCpuS: 0,
       latencies: [...runningAt].map(([name, at]) => (at - written.get(name)!) / 1000).sort((a, b) => a - b),
+      rssIdle,
+      rssAfter: await rssMb(pid),
+      worstVersionMs: 0,
     };
     if (showBreakdown && scrapeBefore) printBreakdown(scrapeBefore, await env.metrics());
 
@@ -190,11 +214,14 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     // prom-client's event-loop delay histogram restarts at each scrape: this one opens the window.
     if (metrics) await env.metrics();
     const deleting = Date.now();
+    const cpuBeforeDelete = cpuSeconds(pid);
     for (const name of names) await env.deletePod(name);
     const gone = Date.now() + 180_000;
     while ((await env.runningPodContainers()) > 0 && Date.now() < gone) await sleep(500);
+    result.deleteCpuS = cpuSeconds(pid) - cpuBeforeDelete;
     sampling = false;
     await sampler;
+    result.worstVersionMs = worstVersion;
     // Whether a slow Version waited on cridock's own event loop or for a CPU.
     const loopDelay = metrics ? (await env.metrics()).get("cridock_nodejs_eventloop_lag_max_seconds") : undefined;
     console.log(
@@ -215,25 +242,51 @@ function report(arm: Arm, results: BurstResult[]): void {
     `  ${arm.name.padEnd(34)} running ${results.map((r) => `${r.running}/${PODS}`).join(", ")}; ` +
       `all Running after ${median(results.map((r) => r.allRunningS)).toFixed(1)} s; ` +
       `start latency p50/p90/p99 ${percentile(latencies, 50).toFixed(2)} / ${percentile(latencies, 90).toFixed(2)} / ${percentile(latencies, 99).toFixed(2)} s; ` +
-      `cridock CPU ${median(results.map((r) => r.cpuS)).toFixed(2)} s`,
+      `runtime CPU burst ${median(results.map((r) => r.cpuS)).toFixed(2)} s + deletion ${median(results.map((r) => r.deleteCpuS)).toFixed(2)} s; ` +
+      `RSS idle ${median(results.map((r) => r.rssIdle)).toFixed(1)} MB, after the burst ${median(results.map((r) => r.rssAfter)).toFixed(1)} MB`,
   );
+}
+
+/** Each round's figures of this tree over cri-dockerd's (the same round, one after the other). */
+function ratios(mine: BurstResult[], theirs: BurstResult[]): void {
+  console.log("| round | measure | cridock | cri-dockerd | ratio |\n|---|---|---|---|---|");
+  for (const [i, a] of mine.entries()) {
+    const b = theirs[i]!;
+    const row = (label: string, x: number, y: number, digits: number) =>
+      console.log(`| ${i + 1} | ${label} | ${x.toFixed(digits)} | ${y.toFixed(digits)} | ${y > 0 ? `${(x / y).toFixed(2)}×` : "–"} |`);
+    row("runtime CPU, burst + deletion (s)", a.cpuS + a.deleteCpuS, b.cpuS + b.deleteCpuS, 2);
+    row("start latency p50 (s)", percentile(a.latencies, 50), percentile(b.latencies, 50), 2);
+    row("start latency p90 (s)", percentile(a.latencies, 90), percentile(b.latencies, 90), 2);
+    row("RSS idle (MB)", a.rssIdle, b.rssIdle, 1);
+    row("RSS after the burst, over idle (MB)", a.rssAfter - a.rssIdle, b.rssAfter - b.rssIdle, 1);
+    row("slowest Version during deletion (ms)", a.worstVersionMs, b.worstVersionMs, 1);
+  }
 }
 
 // Compared arms run alike, without metrics (older trees may not serve them);
 // the breakdown then comes from one extra burst of this tree that is not counted.
-const arms: Arm[] = [{ name: "this tree", metrics: !values.compare }];
+const comparing = Boolean(values.compare || values["compare-cri-dockerd"]);
+const arms: Arm[] = [{ name: "this tree", metrics: !comparing }];
 if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare, metrics: false });
+if (values["compare-cri-dockerd"]) arms.push({ name: "cri-dockerd", criDockerd: values["compare-cri-dockerd"], metrics: false });
 
 for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   const evented = mode === "evented";
   console.log(`\n== ${evented ? "evented" : "generic"} PLEG: ${PODS}-pod burst, ${ROUNDS} round(s) ==`);
   const results = new Map<Arm, BurstResult[]>(arms.map((a) => [a, []]));
-  if (values.compare) await burst({ name: "this tree, for the breakdown (not counted)", metrics: true }, evented, true);
+  if (comparing) await burst({ name: "this tree, for the breakdown (not counted)", metrics: true }, evented, true);
   for (let round = 0; round < ROUNDS; round++) {
     // Alternate the order each round so neither arm always runs on a warmer machine.
     const order = round % 2 === 0 ? arms : [...arms].reverse();
-    for (const arm of order) results.get(arm)!.push(await burst(arm, evented, round === 0 && arm.metrics));
+    for (const arm of order) {
+      const result = await burst(arm, evented, round === 0 && arm.metrics);
+      results.get(arm)!.push(result);
+      // Printed as it comes, so an arm that fails later does not take this one's figures with it.
+      report(arm, [result]);
+    }
   }
   console.log(`${evented ? "evented" : "generic"} PLEG results:`);
   for (const arm of arms) report(arm, results.get(arm)!);
+  const criDockerd = arms.find((a) => a.criDockerd);
+  if (criDockerd) ratios(results.get(arms[0]!)!, results.get(criDockerd)!);
 }

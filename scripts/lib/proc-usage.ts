@@ -36,8 +36,15 @@ export interface SyscallCount {
  * (ptrace restrictions); the caller says so rather than printing a number.
  */
 export function countSyscalls(pid: number, seconds: number): SyscallCount | undefined {
-  const run = spawnSync("timeout", ["-s", "INT", String(seconds), "strace", "-c", "-f", "-p", String(pid)], { encoding: "utf8" });
-  if (run.error || !/\btotal\s*$/m.test(run.stderr)) return undefined;
+  let run = spawnSync("timeout", ["-s", "INT", String(seconds), "strace", "-c", "-f", "-p", String(pid)], { encoding: "utf8", maxBuffer: 16 << 20 });
+  // An attach can fail while a thread is being created or ends; one more try.
+  if (!run.error && !/\btotal\s*$/m.test(run.stderr)) {
+    run = spawnSync("timeout", ["-s", "INT", String(seconds), "strace", "-c", "-f", "-p", String(pid)], { encoding: "utf8", maxBuffer: 16 << 20 });
+  }
+  if (run.error || !/\btotal\s*$/m.test(run.stderr)) {
+    console.error(`strace -c -f -p ${pid} gave no count: ${run.error?.message ?? run.stderr.split("\n").filter((l) => !/detached|attached/.test(l)).slice(-3).join(" / ")}`);
+    return undefined;
+  }
   const rows: { name: string; calls: number }[] = [];
   let total = 0;
   for (const line of run.stderr.split("\n")) {

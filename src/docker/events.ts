@@ -29,6 +29,18 @@ export interface DockerContainerEvent {
   attributes: Record<string, string>;
 }
 
+/**
+ * The actions asked of dockerd: those that change what a container list
+ * shows (the list cache) or that evented PLEG and the log followers read
+ * (create, start, die, destroy). Left out are exec_create/exec_start/
+ * exec_die, attach, resize, top and the like: kubelet's exec probes and
+ * every ExecSync make three exec events each, and parsing them, waking the
+ * subscribers and dropping the list cache for nothing was a share of every
+ * ExecSync's CPU. Docker matches health_status also with its ": healthy"
+ * suffix.
+ */
+export const FOLLOWED_ACTIONS = ["create", "start", "restart", "die", "kill", "oom", "stop", "destroy", "rename", "pause", "unpause", "update", "health_status"];
+
 export type ContainerEventListener = (event: DockerContainerEvent) => void;
 export type ConnectionListener = (connected: boolean) => void;
 
@@ -139,7 +151,7 @@ export class ContainerEventStream {
       // request covers anything that happened in between.
       const since = Math.floor(Date.now() / 1000) - 2;
       try {
-        const body = await this.open({ since, filters: JSON.stringify({ type: ["container"] }) }, signal);
+        const body = await this.open({ since, filters: JSON.stringify({ type: ["container"], event: FOLLOWED_ACTIONS }) }, signal);
         this.setConnected(true);
         this.log.debug("following container events");
         for await (const raw of jsonLines(body)) {

@@ -5,7 +5,7 @@
  * scrapes metrics, so the stats hot path stays as cheap as it was.
  * cgroup v1 and v2; a file the kernel does not offer leaves its figure out.
  */
-import { readFile } from "node:fs/promises";
+import { readKernelFile } from "./kernel-file.ts";
 import { join } from "node:path";
 import { parseKeyValues, type CgroupReader } from "./cgroups.ts";
 
@@ -38,7 +38,7 @@ export interface CgroupDetail {
 
 async function kv(path: string): Promise<Map<string, bigint>> {
   try {
-    return parseKeyValues(await readFile(path, "utf8"));
+    return parseKeyValues(await readKernelFile(path));
   } catch {
     return new Map();
   }
@@ -46,7 +46,7 @@ async function kv(path: string): Promise<Map<string, bigint>> {
 
 async function int(path: string): Promise<bigint | undefined> {
   try {
-    const text = (await readFile(path, "utf8")).trim();
+    const text = (await readKernelFile(path)).trim();
     return /^\d+$/.test(text) ? BigInt(text) : undefined;
   } catch {
     return undefined;
@@ -54,7 +54,7 @@ async function int(path: string): Promise<bigint | undefined> {
 }
 
 async function lines(path: string): Promise<string> {
-  return readFile(path, "utf8").catch(() => "");
+  return readKernelFile(path).catch(() => "");
 }
 
 /** v1 blkio.throttle.io_service_bytes / io_serviced: "8:0 Read 4096" lines, per device. */
@@ -161,7 +161,7 @@ export async function blockDeviceName(majorMinor: string, sys = "/sys"): Promise
   if (cached) return cached;
   let name = majorMinor;
   try {
-    const uevent = await readFile(join(sys, "dev", "block", majorMinor, "uevent"), "utf8");
+    const uevent = await readKernelFile(join(sys, "dev", "block", majorMinor, "uevent"));
     const m = /^DEVNAME=(.+)$/m.exec(uevent);
     if (m) name = `/dev/${m[1]!.trim()}`;
   } catch {

@@ -4,7 +4,7 @@
  * in-place resize rather than what was asked for. Values use CRI's
  * conventions: 0 means "no limit / not set".
  */
-import { readFile } from "node:fs/promises";
+import { readKernelFile } from "./kernel-file.ts";
 import { join } from "node:path";
 import type { CgroupReader } from "./cgroups.ts";
 
@@ -26,7 +26,7 @@ export interface CgroupLimits {
 
 async function text(path: string): Promise<string | undefined> {
   try {
-    return (await readFile(path, "utf8")).trim();
+    return (await readKernelFile(path)).trim();
   } catch {
     return undefined;
   }

@@ -8,7 +8,8 @@
  * /proc/<pid>/cgroup, which is right whatever Docker's cgroup driver and the
  * pod's cgroup parent are.
  */
-import { readFile, statfs } from "node:fs/promises";
+import { statfs } from "node:fs/promises";
+import { readKernelFile } from "./kernel-file.ts";
 import { join } from "node:path";
 
 /** statfs f_type of cgroup2. */
@@ -53,7 +54,7 @@ export class CgroupReader {
 
   /** The cgroup paths of a process, by controller ("" is the v2 unified path). */
   async cgroupPaths(pid: number): Promise<Map<string, string>> {
-    return parseProcCgroup(await readFile(join(this.proc, String(pid), "cgroup"), "utf8"));
+    return parseProcCgroup(await readKernelFile(join(this.proc, String(pid), "cgroup")));
   }
 
   /** Samples the cgroup a process is in. Throws if the process is gone. */
@@ -68,7 +69,7 @@ export class CgroupReader {
       readBigInt(join(dir("cpuacct"), "cpuacct.usage")),
       readBigInt(join(dir("memory"), "memory.usage_in_bytes")),
       readBigInt(join(dir("memory"), "memory.limit_in_bytes")),
-      readFile(join(dir("memory"), "memory.stat"), "utf8").then(parseKeyValues),
+      readKernelFile(join(dir("memory"), "memory.stat")).then(parseKeyValues),
       paths.has("pids") ? readBigInt(join(dir("pids"), "pids.current")).catch(() => undefined) : undefined,
     ]);
     const inactiveFile = memStat.get("total_inactive_file") ?? 0n;
@@ -87,10 +88,10 @@ export class CgroupReader {
   private async sampleV2(path: string): Promise<CgroupSample> {
     const dir = join(this.root, path);
     const [cpuStat, memCurrent, memMax, memStat, pids] = await Promise.all([
-      readFile(join(dir, "cpu.stat"), "utf8").then(parseKeyValues),
+      readKernelFile(join(dir, "cpu.stat")).then(parseKeyValues),
       readBigInt(join(dir, "memory.current")),
-      readFile(join(dir, "memory.max"), "utf8").then((s) => s.trim()),
-      readFile(join(dir, "memory.stat"), "utf8").then(parseKeyValues),
+      readKernelFile(join(dir, "memory.max")).then((s) => s.trim()),
+      readKernelFile(join(dir, "memory.stat")).then(parseKeyValues),
       readBigInt(join(dir, "pids.current")).catch(() => undefined),
     ]);
     const inactiveFile = memStat.get("inactive_file") ?? 0n;
@@ -139,7 +140,7 @@ export function parseKeyValues(text: string): Map<string, bigint> {
 }
 
 async function readBigInt(path: string): Promise<bigint> {
-  const text = (await readFile(path, "utf8")).trim();
+  const text = (await readKernelFile(path)).trim();
   if (!/^\d+$/.test(text)) throw new Error(`${path} holds "${text}", not a number`);
   return BigInt(text);
 }

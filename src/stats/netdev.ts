@@ -2,7 +2,7 @@
  * Network counters of a pod, read from /proc/<pid>/net/dev of any process in
  * the pod's network namespace (the pause process): no nsenter, no Docker.
  */
-import { readFile } from "node:fs/promises";
+import { readKernelFile } from "./kernel-file.ts";
 
 export interface InterfaceCounters {
   name: string;
@@ -42,5 +42,5 @@ export function parseNetDev(text: string): InterfaceCounters[] {
 }
 
 export async function readNetDev(pid: number, proc = "/proc"): Promise<InterfaceCounters[]> {
-  return parseNetDev(await readFile(`${proc}/${pid}/net/dev`, "utf8"));
+  return parseNetDev(await readKernelFile(`${proc}/${pid}/net/dev`));
 }

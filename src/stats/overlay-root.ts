@@ -6,7 +6,7 @@
  * none, and the containerd snapshot's directory has no name Docker gives
  * out, so for it this is the only way to walk the layer ourselves.
  */
-import { readFile } from "node:fs/promises";
+import { readKernelFile } from "./kernel-file.ts";
 
 /**
  * The upperdir option of the overlay mounted at "/" in a mountinfo text,
@@ -34,6 +34,6 @@ function unescapeOctal(text: string): string {
 /** The upper directory of the overlay at the root of process `pid`, if any. */
 export async function processUpperDir(pid: number): Promise<string | undefined> {
   if (pid <= 0) return undefined;
-  const text = await readFile(`/proc/${pid}/mountinfo`, "utf8").catch(() => "");
+  const text = await readKernelFile(`/proc/${pid}/mountinfo`).catch(() => "");
   return overlayUpperDir(text);
 }

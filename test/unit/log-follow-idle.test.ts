@@ -6,12 +6,13 @@
  */
 import t from "tap";
 import { spawn } from "node:child_process";
-import { appendFile, mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { appendFile, link, mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
 import * as fsPromises from "node:fs/promises";
 import { createRequire, syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { JsonFileFollower } from "../../src/logs/file-follower.ts";
+import { JsonFileFollower, onTheSecond } from "../../src/logs/file-follower.ts";
+import { JsonLogTail } from "../../src/logs/json-tail.ts";
 import { Doorbell, LogWatch } from "../../src/logs/log-watch.ts";
 import { FollowStateStore } from "../../src/logs/resume.ts";
 import { parseRecord } from "../../src/logs/crilog.ts";
@@ -67,8 +68,8 @@ async function until(what: string, check: () => Promise<boolean>, ms: number): P
   return Date.now() - start;
 }
 
-/** A container directory as dockerd lays it out, a fake Docker answering inspect, and a follower with a minute-long safety poll. */
-async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid) {
+/** A container directory as dockerd lays it out, a fake Docker answering inspect, and a follower with a minute-long safety poll (unless given). */
+async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid, safetyPollMs = { first: 60_000, max: 60_000 }) {
   const dir = await mkdtemp(join(tmpdir(), "cridock-idle-"));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   const path = join(dir, "c-json.log");
@@ -85,7 +86,10 @@ async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid
       };
     },
   } as unknown as DockerClient;
-  const criPath = join(dir, "cri.log");
+  // The CRI file lives elsewhere, as kubelet's pod log directory does: its writes in Docker's directory would wake the follower.
+  const criDir = await mkdtemp(join(tmpdir(), "cridock-idle-cri-"));
+  t.teardown(() => rm(criDir, { recursive: true, force: true }));
+  const criPath = join(criDir, "cri.log");
   const follower = new JsonFileFollower({
     docker,
     store: new FollowStateStore(join(dir, "state")),
@@ -93,7 +97,7 @@ async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid
     containerId: "c".repeat(64),
     logPath: criPath,
     tty: false,
-    safetyPollMs: { first: 60_000, max: 60_000 },
+    safetyPollMs,
   });
   t.teardown(() => follower.stop());
   await follower.startFresh();
@@ -117,6 +121,69 @@ t.test("a quiet follower reads and stats nothing; a write after the quiet arrive
   await appendFile(s.path, entry("two\n"));
   const ms = await until("the line written after the quiet", async () => (await criText(s.criPath)).length === 2, 1000);
   t.ok(ms < 1000, `arrived after ${ms} ms, with a safety poll of a minute`);
+});
+
+t.test("safety polls of a quiet log go through no threadpool; one still finds a write no event announced", async (t) => {
+  // Polls every 50 ms (stretched to the next whole second) instead of backing off to minutes.
+  const s = await setup(t, process.pid, { first: 50, max: 50 });
+  await appendFile(s.path, entry("one\n"));
+  await until("the first line", async () => (await criText(s.criPath)).length === 1, 2000);
+  // The first poll after the write looks fully (the watch had reported it); it falls on the next whole second.
+  await new Promise((r) => setTimeout(r, 1600));
+  ops.reads = ops.stats = 0;
+  ops.counting = true;
+  await new Promise((r) => setTimeout(r, 1000));
+  ops.counting = false;
+  // Each full look was a read, two stats of the log and one of /proc/<pid>, each a threadpool round.
+  t.same({ reads: ops.reads, stats: ops.stats }, { reads: 0, stats: 0 }, "no asynchronous file operation in a second of safety polls");
+  t.notOk(s.follower.done, "the container's process is alive: the follower goes on");
+  // A write through a hard link in another directory: the watch on Docker's directory never hears of it.
+  const elsewhere = await mkdtemp(join(tmpdir(), "cridock-idle-link-"));
+  t.teardown(() => rm(elsewhere, { recursive: true, force: true }));
+  await link(s.path, join(elsewhere, "same-file"));
+  await appendFile(join(elsewhere, "same-file"), entry("unannounced\n"));
+  // Safety polls end on whole seconds: the next one is at most a second and a poll away.
+  await until("the unannounced line", async () => (await criText(s.criPath)).length === 2, 2500);
+  t.same(await criText(s.criPath), ["one", "unannounced"]);
+});
+
+t.test("the safety polls of many quiet followers fall on whole seconds, so they share wakes of the event loop", async (t) => {
+  for (const [ms, now] of [[2000, 1000], [2000, 1001], [2000, 1999], [300_000, 123_456]] as const) {
+    const d = onTheSecond(ms, now);
+    t.ok(d >= ms && d < ms + 1000 && (now + d) % 1000 === 0, `${ms} ms at ${now}: ${d}`);
+  }
+  const looks: number[] = [];
+  const proto = JsonLogTail.prototype as unknown as { unchangedSync: () => boolean };
+  const original = proto.unchangedSync;
+  proto.unchangedSync = function (this: unknown) {
+    looks.push(Date.now());
+    return original.call(this);
+  };
+  t.teardown(() => {
+    proto.unchangedSync = original;
+  });
+  // Ten followers started one after another, each polling every 50 ms of its own.
+  for (let i = 0; i < 10; i++) {
+    await setup(t, process.pid, { first: 50, max: 50 });
+    await new Promise((r) => setTimeout(r, 37));
+  }
+  looks.length = 0;
+  await new Promise((r) => setTimeout(r, 2200));
+  const wakes = new Set(looks.map((at) => Math.floor(at / 100)));
+  t.ok(looks.length >= 10, `${looks.length} safety looks`);
+  t.ok(wakes.size <= 3, `the looks fell in ${wakes.size} tenths of a second`);
+});
+
+t.test("a safety poll finds the container's end when no event and no state file told of it", async (t) => {
+  const child = spawn("sleep", ["30"], { stdio: "ignore" });
+  t.teardown(() => child.kill("SIGKILL"));
+  const s = await setup(t, child.pid!, { first: 50, max: 50 });
+  await new Promise((r) => setTimeout(r, 300));
+  t.notOk(s.follower.done);
+  s.state.running = false;
+  child.kill("SIGKILL");
+  await new Promise((r) => child.once("exit", r));
+  await until("the follower finishing at a safety poll", async () => s.follower.done, 2500);
 });
 
 t.test("a rotation after a quiet spell is followed without a poll", async (t) => {

@@ -2,8 +2,9 @@ import t from "tap";
 import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createHook } from "node:async_hooks";
 import { CgroupReader, parseKeyValues, parseProcCgroup } from "../../src/stats/cgroups.ts";
-import { parseNetDev } from "../../src/stats/netdev.ts";
+import { parseNetDev, readNetDev } from "../../src/stats/netdev.ts";
 import { cpuRate } from "../../src/stats/collector.ts";
 import { sumSamples } from "../../src/runtime/stats.ts";
 import { toContainerStats, toPodSandboxStats } from "../../src/cri/stats-rpcs.ts";
@@ -179,4 +180,26 @@ t.test("a pod network without interfaces is no network: kubelet dereferences def
   const network = toPodSandboxStats({ ...view, network: { timestamp: 5n, interfaces: [eth0] } }).linux?.network;
   t.equal(network?.defaultInterface?.name, "eth0");
   t.equal(network?.interfaces?.length, 1);
+});
+
+t.test("sampling a cgroup reads the kernel's files without libuv's threadpool", async (t) => {
+  const reader = new CgroupReader();
+  // The first sample also detects the hierarchy's version (a statfs, once).
+  await reader.sample(process.pid);
+  let requests = 0;
+  const hook = createHook({
+    init(_id, type) {
+      if (type.startsWith("FSREQ")) requests++;
+    },
+  }).enable();
+  let sample;
+  try {
+    for (let i = 0; i < 5; i++) sample = await reader.sample(process.pid);
+    await readNetDev(process.pid);
+  } finally {
+    hook.disable();
+  }
+  t.ok(sample!.cpuUsageNanos > 0n, "this process's CPU time is read");
+  // Each file through fs/promises was four rounds (open, fstat, read, close): five samples, six files, a hundred and more.
+  t.equal(requests, 0, "no file request went through the threadpool");
 });

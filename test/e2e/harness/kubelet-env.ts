@@ -21,6 +21,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { request as httpsRequest } from "node:https";
 import { startCridockProcess, type CridockProcess } from "../../helpers/cridock-process.ts";
+import { startCriDockerdProcess } from "../../helpers/cri-dockerd-process.ts";
 import { privateDockerd, type PrivateDockerd } from "../../helpers/private-dockerd.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir, type CniConfDir } from "../../helpers/env.ts";
 import { freePort, scrape, type Samples } from "../../helpers/metrics-scrape.ts";
@@ -48,6 +49,8 @@ export interface KubeletEnvOptions {
   cridockEntry?: string;
   /** Serve cridock's /metrics (default true; off for trees that predate it). */
   metrics?: boolean;
+  /** Run this cri-dockerd binary in cridock's place (the kubelet bench puts the two side by side). */
+  criDockerd?: string;
 }
 
 export interface PodStatusView {
@@ -130,6 +133,22 @@ export class KubeletEnv {
   }
 
   async startCridock(): Promise<void> {
+    if (this.options.criDockerd) {
+      this.cridock = await startCriDockerdProcess({
+        binary: this.options.criDockerd,
+        socketPath: this.socketPath,
+        rootDirectory: this.cridockRoot,
+        flags: [
+          `--docker-endpoint=${this.dockerd.endpoint}`,
+          `--pod-infra-container-image=${PAUSE_IMAGE}`,
+          "--network-plugin=cni",
+          `--cni-conf-dir=${this.cni.dir}`,
+          `--cni-bin-dir=${CNI_BIN_DIR}`,
+          `--cni-cache-dir=${this.cniCache}`,
+        ],
+      });
+      return;
+    }
     this.cridock = await startCridockProcess({
       entry: this.options.cridockEntry,
       socketPath: this.socketPath,

@@ -1,0 +1,175 @@
+/**
+ * Benchmark: a crictl workload, the way an operator or a node's scripts
+ * drive a runtime, through each runtime side by side on the same engine
+ * and CNI network (cridock, and cri-dockerd with --compare-cri-dockerd),
+ * in alternating rounds:
+ *
+ *   sandbox    --cycles pod sandbox cycles (runp, stopp, rmp)
+ *   create     one pod with --containers containers (create, start each)
+ *   stats      --stats `crictl stats` of all of them
+ *   ps         --lists `crictl ps -a`
+ *   exec       --execs `crictl exec --sync` (ExecSync) of `echo hi`
+ *   teardown   the containers stopped and removed, the pod stopped and removed
+ *
+ * Prints per runtime and round: each phase's median latency per call, the
+ * runtime's CPU seconds for each phase and for the whole workload
+ * (/proc/<pid>/stat, all threads), and its RSS after the workload; then the
+ * cridock / cri-dockerd ratios taken within each round.
+ *
+ *   tsx scripts/bench-crictl.ts [--rounds 2] [--cycles 10] [--containers 40] [--stats 10]
+ *       [--lists 20] [--execs 20] [--compare-cri-dockerd <binary>] [--runtime node|deno]
+ *
+ * Needs the test environment (scripts/env-setup.sh) with crictl, and root.
+ */
+import { execFile, spawnSync } from "node:child_process";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs, promisify } from "node:util";
+import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir } from "../test/helpers/env.ts";
+import { median } from "./lib/bench-stats.ts";
+import { cpuSeconds, rssMb } from "./lib/proc-usage.ts";
+import { runtimeName, startRuntime, type RuntimeKind } from "./lib/runtimes.ts";
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: "string", default: "2" },
+    cycles: { type: "string", default: "10" },
+    containers: { type: "string", default: "40" },
+    stats: { type: "string", default: "10" },
+    lists: { type: "string", default: "20" },
+    execs: { type: "string", default: "20" },
+    runtime: { type: "string", default: "node" },
+    "compare-cri-dockerd": { type: "string" },
+  },
+});
+const n = (k: "rounds" | "cycles" | "containers" | "stats" | "lists" | "execs") => Number(values[k]);
+if (values.runtime !== "node" && values.runtime !== "deno") throw new Error("--runtime is node or deno");
+const runtimes: RuntimeKind[] = [
+  { kind: "cridock", runtime: values.runtime },
+  ...(values["compare-cri-dockerd"] ? [{ kind: "cri-dockerd" as const, binary: values["compare-cri-dockerd"] }] : []),
+];
+const PHASES = ["sandbox", "create", "stats", "ps", "exec", "teardown"] as const;
+type Phase = (typeof PHASES)[number];
+const BRIDGE = "cridock-crictl0";
+const run = promisify(execFile);
+
+interface Figures {
+  name: string;
+  /** Median seconds per crictl call, per phase. */
+  latency: Record<Phase, number>;
+  /** Runtime CPU seconds per phase. */
+  cpu: Record<Phase, number>;
+  cpuTotal: number;
+  rss: number;
+}
+
+async function workload(kind: RuntimeKind, round: number): Promise<Figures> {
+  const cni = await makeCniConfDir({ bridge: BRIDGE, subnet: "10.98.0.0/24", networkName: "cridock-crictl" });
+  const scratch = await mkdtemp(join(tmpdir(), "cridock-bench-crictl-"));
+  const rt = await startRuntime(kind, cni);
+  const crictl = (...args: string[]) => run(CRICTL, ["--runtime-endpoint", rt.endpoint, "--image-endpoint", rt.endpoint, "--timeout", "60s", ...args], { maxBuffer: 64 << 20 });
+  const latency = {} as Record<Phase, number>;
+  const cpu = {} as Record<Phase, number>;
+  const podFile = (name: string) => join(scratch, `${name}.pod.json`);
+  /** The pod's config, and its log directory made as kubelet makes it (cri-dockerd expects it to exist). */
+  const writePod = async (name: string) => {
+    await mkdir(join(scratch, "logs", name), { recursive: true });
+    await writeFile(podFile(name), JSON.stringify({ metadata: { name, namespace: "bench-crictl", uid: `${name}-${process.pid}-${round}`, attempt: 0 }, log_directory: join(scratch, "logs", name), linux: {} }));
+  };
+  /** Times every call of `calls` one after the other, and the runtime's CPU over them all. */
+  const phase = async (p: Phase, calls: (() => Promise<unknown>)[]) => {
+    const times: number[] = [];
+    const cpu0 = await cpuSeconds(rt.pid);
+    for (const call of calls) {
+      const t0 = performance.now();
+      await call();
+      times.push((performance.now() - t0) / 1000);
+    }
+    cpu[p] = (await cpuSeconds(rt.pid)) - cpu0;
+    latency[p] = median(times);
+  };
+  try {
+    await crictl("pull", BUSYBOX_IMAGE);
+    const cpuStart = await cpuSeconds(rt.pid);
+    await phase(
+      "sandbox",
+      Array.from({ length: n("cycles") }, (_, i) => async () => {
+        await writePod(`cycle-${i}`);
+        const id = (await crictl("runp", podFile(`cycle-${i}`))).stdout.trim();
+        await crictl("stopp", id);
+        await crictl("rmp", id);
+      }),
+    );
+    await writePod("work");
+    const pod = (await crictl("runp", podFile("work"))).stdout.trim();
+    const containers: string[] = [];
+    await phase(
+      "create",
+      Array.from({ length: n("containers") }, (_, i) => async () => {
+        const file = join(scratch, `c${i}.json`);
+        await writeFile(file, JSON.stringify({ metadata: { name: `c${i}` }, image: { image: BUSYBOX_IMAGE }, command: ["sleep", "3600"], log_path: `c${i}.log`, linux: {} }));
+        const id = (await crictl("create", pod, file, podFile("work"))).stdout.trim();
+        await crictl("start", id);
+        containers.push(id);
+      }),
+    );
+    await phase("stats", Array.from({ length: n("stats") }, () => () => crictl("stats", "-o", "json")));
+    await phase("ps", Array.from({ length: n("lists") }, () => () => crictl("ps", "-a", "-o", "json")));
+    await phase("exec", Array.from({ length: n("execs") }, (_, i) => () => crictl("exec", "--sync", containers[i % containers.length]!, "echo", "hi")));
+    await phase("teardown", [
+      async () => {
+        for (const id of containers) {
+          await crictl("stop", "--timeout", "0", id);
+          await crictl("rm", id);
+        }
+        await crictl("stopp", pod);
+        await crictl("rmp", pod);
+      },
+    ]);
+    const cpuTotal = (await cpuSeconds(rt.pid)) - cpuStart;
+    return { name: rt.name, latency, cpu, cpuTotal, rss: await rssMb(rt.pid) };
+  } catch (err) {
+    console.error(`${rt.name} failed; its log:\n${rt.logs().slice(-4000)}`);
+    throw err;
+  } finally {
+    // Whatever a failure left: every pod of this run, with its containers.
+    const left = await crictl("pods", "-q", "--namespace", "bench-crictl").catch(() => ({ stdout: "" }));
+    for (const id of left.stdout.split("\n").filter(Boolean)) {
+      await crictl("stopp", id).catch(() => undefined);
+      await crictl("rmp", "-f", id).catch(() => undefined);
+    }
+    await rt.stop();
+    await cni.cleanup();
+    await rm(scratch, { recursive: true, force: true });
+    spawnSync("ip", ["link", "delete", BRIDGE], { stdio: "ignore" });
+  }
+}
+
+const header = `${n("cycles")} sandbox cycles, ${n("containers")} containers, ${n("stats")} stats, ${n("lists")} ps -a, ${n("execs")} exec --sync`;
+console.log(`crictl workload: ${header}; ${n("rounds")} rounds, runtimes alternating`);
+const perRound: Figures[][] = [];
+for (let round = 0; round < n("rounds"); round++) {
+  const figures: Figures[] = [];
+  // Alternate which runtime goes first, so neither always meets a warmer engine.
+  const order = round % 2 === 0 ? runtimes : [...runtimes].reverse();
+  for (const kind of order) {
+    const f = await workload(kind, round);
+    figures.push(f);
+    const phases = PHASES.map((p) => `${p} ${f.latency[p].toFixed(3)} s/${f.cpu[p].toFixed(2)} s CPU`).join(", ");
+    console.log(`round ${round + 1} ${runtimeName(kind)}: CPU ${f.cpuTotal.toFixed(2)} s, RSS after ${f.rss.toFixed(1)} MB; median per call / CPU per phase: ${phases}`);
+  }
+  perRound.push(runtimes.map((k) => figures.find((f) => f.name === runtimeName(k))!));
+}
+
+if (runtimes.length > 1) {
+  console.log(`\n| round | measure | ${runtimeName(runtimes[0]!)} | ${runtimeName(runtimes[1]!)} | ratio |\n|---|---|---|---|---|`);
+  for (const [i, [a, b]] of perRound.entries()) {
+    const row = (label: string, x: number, y: number, digits: number) =>
+      console.log(`| ${i + 1} | ${label} | ${x.toFixed(digits)} | ${y.toFixed(digits)} | ${y > 0 ? `${(x / y).toFixed(2)}×` : "–"} |`);
+    row("CPU, whole workload (s)", a!.cpuTotal, b!.cpuTotal, 2);
+    row("RSS after (MB)", a!.rss, b!.rss, 1);
+    for (const p of PHASES) row(`${p}: median per call (s)`, a!.latency[p], b!.latency[p], 3);
+    for (const p of PHASES) row(`${p}: CPU (s)`, a!.cpu[p], b!.cpu[p], 2);
+  }
+}
