@@ -242,7 +242,11 @@ export class StatsService {
   }
 }
 
-/** Adds cgroup samples of a pod's containers; a limit is kept only if every member has one. */
+/**
+ * Adds cgroup samples of a pod's containers; a limit is kept only if every
+ * member has one. Pressure is a share of stalled time, which does not add up
+ * across cgroups: a pod has none (kubelet reads the pod's own cgroup for it).
+ */
 export function sumSamples(samples: CgroupSample[]): CgroupSample {
   const sum = (pick: (s: CgroupSample) => bigint) => samples.reduce((total, s) => total + pick(s), 0n);
   return {
@@ -254,5 +258,6 @@ export function sumSamples(samples: CgroupSample[]): CgroupSample {
     majorPageFaults: sum((s) => s.majorPageFaults),
     limitBytes: samples.every((s) => s.limitBytes !== undefined) ? sum((s) => s.limitBytes!) : undefined,
     processes: samples.every((s) => s.processes !== undefined) ? sum((s) => s.processes!) : undefined,
+    pressure: undefined,
   };
 }

@@ -10,6 +10,7 @@
  */
 import { readFile, statfs } from "node:fs/promises";
 import { join } from "node:path";
+import { type CgroupPressure, readCgroupPressure } from "./pressure.ts";
 
 /** statfs f_type of cgroup2. */
 const CGROUP2_MAGIC = 0x63677270;
@@ -30,6 +31,8 @@ export interface CgroupSample {
   limitBytes: bigint | undefined;
   /** Processes (tasks) in the cgroup, when the pids controller is there. */
   processes: bigint | undefined;
+  /** Pressure stall information, when the kernel keeps it for the cgroup (pressure.ts). */
+  pressure: CgroupPressure | undefined;
 }
 
 export type CgroupVersion = 1 | 2;
@@ -37,11 +40,16 @@ export type CgroupVersion = 1 | 2;
 export class CgroupReader {
   private version: Promise<CgroupVersion> | undefined;
 
-  /** `version` is detected from the mount unless given (tests point at a fake tree). */
+  /**
+   * `version` is detected from the mount unless given (tests point at a fake
+   * tree). `unifiedRoot` is where a v1 host mounts the v2 hierarchy beside its
+   * controllers (the hybrid layout), read for pressure only.
+   */
   constructor(
     readonly root = "/sys/fs/cgroup",
     private readonly proc = "/proc",
     version?: CgroupVersion,
+    private readonly unifiedRoot = join(root, "unified"),
   ) {
     if (version) this.version = Promise.resolve(version);
   }
@@ -64,12 +72,15 @@ export class CgroupReader {
 
   private async sampleV1(paths: Map<string, string>): Promise<CgroupSample> {
     const dir = (controller: string) => join(this.root, controller, paths.get(controller) ?? "/");
-    const [usage, memUsage, memLimit, memStat, pids] = await Promise.all([
+    const unified = paths.get("");
+    const [usage, memUsage, memLimit, memStat, pids, pressure] = await Promise.all([
       readBigInt(join(dir("cpuacct"), "cpuacct.usage")),
       readBigInt(join(dir("memory"), "memory.usage_in_bytes")),
       readBigInt(join(dir("memory"), "memory.limit_in_bytes")),
       readFile(join(dir("memory"), "memory.stat"), "utf8").then(parseKeyValues),
       paths.has("pids") ? readBigInt(join(dir("pids"), "pids.current")).catch(() => undefined) : undefined,
+      // The root cgroup has no pressure files of its own (the host's are /proc/pressure).
+      unified && unified !== "/" ? readCgroupPressure(join(this.unifiedRoot, unified)) : undefined,
     ]);
     const inactiveFile = memStat.get("total_inactive_file") ?? 0n;
     return {
@@ -81,17 +92,19 @@ export class CgroupReader {
       majorPageFaults: memStat.get("total_pgmajfault") ?? 0n,
       limitBytes: memLimit >= V1_UNLIMITED ? undefined : memLimit,
       processes: pids,
+      pressure,
     };
   }
 
   private async sampleV2(path: string): Promise<CgroupSample> {
     const dir = join(this.root, path);
-    const [cpuStat, memCurrent, memMax, memStat, pids] = await Promise.all([
+    const [cpuStat, memCurrent, memMax, memStat, pids, pressure] = await Promise.all([
       readFile(join(dir, "cpu.stat"), "utf8").then(parseKeyValues),
       readBigInt(join(dir, "memory.current")),
       readFile(join(dir, "memory.max"), "utf8").then((s) => s.trim()),
       readFile(join(dir, "memory.stat"), "utf8").then(parseKeyValues),
       readBigInt(join(dir, "pids.current")).catch(() => undefined),
+      readCgroupPressure(dir),
     ]);
     const inactiveFile = memStat.get("inactive_file") ?? 0n;
     return {
@@ -103,6 +116,7 @@ export class CgroupReader {
       majorPageFaults: memStat.get("pgmajfault") ?? 0n,
       limitBytes: memMax === "max" ? undefined : BigInt(memMax),
       processes: pids,
+      pressure,
     };
   }
 }

@@ -2,6 +2,7 @@
 // container holding memory shows it in its working set, a file written into
 // the rootfs shows in the writable layer, filters select what they say.
 import t from "tap";
+import { access, readFile } from "node:fs/promises";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness } from "../containers/harness.ts";
 import { grpcStatus } from "../../helpers/cri-client.ts";
 
@@ -52,6 +53,30 @@ t.test("stats of a pod with a busy container and a memory-holding container", as
     t.ok(first.cpu.timestamp > 0n);
     t.ok(second.cpu.usageCoreNanoSeconds.value > first.cpu.usageCoreNanoSeconds.value, "cumulative CPU grows");
     t.ok(second.cpu.usageNanoCores.value > 10_000_000n, `a busy loop uses more than 1% of a core (${second.cpu.usageNanoCores.value})`);
+  });
+
+  t.test("ContainerStats: pressure (PSI) of cpu, memory and io where the kernel keeps it per cgroup", async (t) => {
+    // Where this host keeps the container's pressure: its v2 cgroup, on a v2
+    // host or in the v2 hierarchy a v1 host mounts beside its controllers.
+    const verbose = await h.client.call("ContainerStatus", { containerId: busy, verbose: true });
+    const pid = JSON.parse(verbose.info.info).pid as number;
+    const v2Path = /^0::(.*)$/m.exec(await readFile(`/proc/${pid}/cgroup`, "utf8"))?.[1];
+    const dirs = v2Path && v2Path !== "/" ? [`/sys/fs/cgroup${v2Path}`, `/sys/fs/cgroup/unified${v2Path}`] : [];
+    let dir: string | undefined;
+    for (const d of dirs) if (await access(`${d}/cpu.pressure`).then(() => true, () => false)) dir ??= d;
+    const stats = (await h.client.call("ContainerStats", { containerId: busy })).stats;
+    if (!dir) {
+      t.equal(stats.cpu.psi, null, "no pressure files for this container's cgroup: none reported");
+      return;
+    }
+    const kernelCpuSome = BigInt(/^some .* total=(\d+)$/m.exec(await readFile(`${dir}/cpu.pressure`, "utf8"))![1]!) * 1000n;
+    const again = (await h.client.call("ContainerStats", { containerId: busy })).stats;
+    for (const [name, psi] of [["cpu", again.cpu.psi], ["memory", again.memory.psi], ["io", again.io?.psi]] as const) {
+      t.ok(psi?.Some && psi?.Full, `${name}.psi has some and full (from ${dir})`);
+      t.ok(psi.Some.Avg10 >= 0 && psi.Some.Avg10 <= 100, `${name} avg10 is a percentage`);
+    }
+    t.ok(again.cpu.psi.Some.Total >= kernelCpuSome, "cpu some total (ns) is at least what the kernel said before, in µs × 1000");
+    t.ok(again.io.timestamp > 0n, "io has its time");
   });
 
   t.test("ListContainerStats filters by id, sandbox and labels", async (t) => {
