@@ -95,6 +95,7 @@ export function toPodSandboxStats(view: PodStatsView): cri.PodSandboxStats {
     linux: {
       cpu: cpuUsage(view.timestamp, view.cgroup, view.usageNanoCores),
       memory: memoryUsage(view.timestamp, view.cgroup),
+      io: ioUsage(view.timestamp, view.cgroup),
       // kubelet (1.36, addCRIPodNetworkStats) reads default_interface without a
       // nil check and panics on a network that has none: a pod whose namespace
       // shows no interface yet (a sandbox being replaced) reports no network.

@@ -9,7 +9,7 @@
  * pod's cgroup parent are.
  */
 import { readFile, statfs } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { type CgroupPressure, readCgroupPressure } from "./pressure.ts";
 
 /** statfs f_type of cgroup2. */
@@ -62,6 +62,18 @@ export class CgroupReader {
   /** The cgroup paths of a process, by controller ("" is the v2 unified path). */
   async cgroupPaths(pid: number): Promise<Map<string, string>> {
     return parseProcCgroup(await readFile(join(this.proc, String(pid), "cgroup"), "utf8"));
+  }
+
+  /**
+   * The pressure of the cgroup one level above a process's (v2 path): for a
+   * pod's pause container with a cgroup parent, the pod's cgroup, whose
+   * stalls cover every container of the pod. Undefined when there is none.
+   */
+  async parentPressure(pid: number): Promise<CgroupPressure | undefined> {
+    const path = (await this.cgroupPaths(pid)).get("");
+    if (!path || path === "/" || dirname(path) === "/") return undefined;
+    const root = (await this.cgroupVersion()) === 2 ? this.root : this.unifiedRoot;
+    return readCgroupPressure(join(root, dirname(path)));
   }
 
   /** Samples the cgroup a process is in. Throws if the process is gone. */

@@ -114,3 +114,14 @@ t.test("ContainerStats carries cpu, memory and io pressure", async (t) => {
   t.same(stats.memory?.psi?.Some, { Total: 0n, Avg10: 0, Avg60: 0, Avg300: 0 });
   t.same(stats.io, { timestamp: 5n, psi: { Some: { Total: 900_000n, Avg10: 12, Avg60: 3.1, Avg300: 0.7 }, Full: { Total: 800_000n, Avg10: 10, Avg60: 2, Avg300: 0.5 } } });
 });
+
+t.test("a pod's pressure is its cgroup's: one level above the pause container's", async (t) => {
+  const pod = "/kubepods/besteffort/podu";
+  const dir = await fakeTree(t, `4:memory:${pod}/${ID}\n0::${pod}/${ID}\n`);
+  await writePressure(join(dir, "sys", "unified", pod));
+  const reader = new CgroupReader(join(dir, "sys"), join(dir, "proc"), 1);
+  t.equal((await reader.parentPressure(42))?.io?.some.totalNanos, 900_000n);
+  // Directly under the root the parent is the whole host: no pod pressure.
+  await writeFile(join(dir, "proc", "42", "cgroup"), `0::/${ID}\n`);
+  t.equal(await reader.parentPressure(42), undefined);
+});

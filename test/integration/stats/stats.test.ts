@@ -2,7 +2,7 @@
 // container holding memory shows it in its working set, a file written into
 // the rootfs shows in the writable layer, filters select what they say.
 import t from "tap";
-import { access, readFile } from "node:fs/promises";
+import { access, readdir, readFile, rmdir } from "node:fs/promises";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness } from "../containers/harness.ts";
 import { grpcStatus } from "../../helpers/cri-client.ts";
 
@@ -121,4 +121,35 @@ t.test("stats of a pod with a busy container and a memory-holding container", as
     t.same(await leakedContainers(h), []);
     t.same((await h.client.call("ListContainerStats", { filter: { podSandboxId: pod.podSandboxId } })).stats, []);
   });
+});
+
+t.test("a pod with a cgroup of its own (kubelet's cgroup parent) reports that cgroup's pressure", async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const parent = `/cridock-test-psi-${process.pid}`;
+  // Docker makes the parent in every hierarchy and leaves it: remove it after the pod.
+  t.teardown(async () => {
+    for (const dir of await readdir("/sys/fs/cgroup").catch(() => [] as string[])) {
+      await rmdir(`/sys/fs/cgroup/${dir}${parent}`).catch(() => undefined);
+    }
+    await rmdir(`/sys/fs/cgroup${parent}`).catch(() => undefined);
+  });
+  const pod = await runPod(h, { linux: { cgroupParent: parent } });
+  t.teardown(() => removePod(h, pod.podSandboxId));
+  const id = await createContainer(h, pod, containerConfig("loop", ["sh", "-c", "while :; do :; done"]));
+  await h.client.call("StartContainer", { containerId: id });
+
+  const pressureFile = [`/sys/fs/cgroup${parent}/cpu.pressure`, `/sys/fs/cgroup/unified${parent}/cpu.pressure`];
+  let kernel: string | undefined;
+  for (const file of pressureFile) kernel ??= await readFile(file, "utf8").catch(() => undefined);
+  const { stats } = await h.client.call("PodSandboxStats", { podSandboxId: pod.podSandboxId });
+  if (!kernel) {
+    t.equal(stats.linux.cpu.psi, null, "no pressure files for the pod's cgroup: none reported");
+    return;
+  }
+  const before = BigInt(/^some .* total=(\d+)$/m.exec(kernel)![1]!) * 1000n;
+  t.ok(stats.linux.cpu.psi?.Some && stats.linux.memory.psi?.Some && stats.linux.io?.psi?.Some, "cpu, memory and io pressure of the pod");
+  t.ok(stats.linux.cpu.psi.Some.Total >= before, "the pod cgroup's cpu total (ns), not a sum of its containers'");
+  const container = stats.linux.containers.find((c: { attributes: { id: string } }) => c.attributes.id === id);
+  t.ok(container.cpu.psi?.Some, "its container has its own");
 });
