@@ -112,12 +112,11 @@ function busyboxImageEntries(): LayerEntry[] {
     ...applets.map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" })),
     ...binaryEntries("/usr/bin/date", NMETER_DATE),
     { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
-    // /bin/sh stays busybox's ash: specs compare its messages word for word
-    // ("/bin/sh: can't create /file: Read-only file system", the read-only
-    // root filesystem [Conformance] spec). bash as sh would keep environment
-    // entries that are no shell identifiers (envFrom keys such as "data-1"),
-    // which 1.37's ash passes on and Debian's 1.35 drops, but it words its
-    // errors differently; the Secrets-via-environment spec fails for that.
+    // busybox 1.37's ash passes environment entries whose names are no shell
+    // identifiers (envFrom keys such as "data-1") on to what it runs; Debian's
+    // 1.35 drops them, and `sh -c env` must print them. bash run as sh keeps them.
+    ...hostBinaryEntries(["/usr/bin/bash"]),
+    { kind: "symlink", path: "/bin/sh", target: "/usr/bin/bash" },
   ];
 }
 
