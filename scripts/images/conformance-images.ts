@@ -162,6 +162,11 @@ function agnhostEntries(inputs: ConformanceImageInputs): LayerEntry[] {
     ...hostBinaryEntries(["/usr/bin/bash"]),
     { kind: "symlink", path: "/bin/bash", target: "/usr/bin/bash" },
     { kind: "symlink", path: "/usr/local/bin/iperf", target: "/usr/bin/iperf" },
+    // Upstream's agnhost is alpine, whose busybox has nmeter: the container
+    // lifecycle specs that update a container's image from busybox to agnhost
+    // stamp the new container's log lines with it too.
+    ...binaryEntries("/usr/bin/date", NMETER_DATE),
+    { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
     executable("/coredns", join(inputs.corednsBinDir, "coredns")),
     executable("/agnhost", join(inputs.testBinDir, "agnhost")),
     // The entrypoint-tester specs run the image with its entrypoint replaced by this name.
