@@ -160,13 +160,15 @@ export class StatsService {
   private async podView(sandbox: ContainerSummary, all: ContainerSummary[]): Promise<PodStatsView> {
     const members = all.filter((c) => c.Labels?.[SANDBOX_ID_LABEL] === sandbox.Id);
     const pauseInfo = await this.processInfo(sandbox);
-    const [pause, containers, network, pressure] = await Promise.all([
+    const [pause, containers, network, pressure, podLimit] = await Promise.all([
       this.collector.container({ id: sandbox.Id, pid: pauseInfo.pid }),
       Promise.all(members.map((c) => this.containerView(c))),
       this.collector.podNetwork(pauseInfo.pid),
       // Only a pod with a cgroup of its own (kubelet's cgroup parent) has a
-      // pressure of its own; under Docker's default parent it would be all of Docker's.
+      // pressure and a limit of its own; under Docker's default parent they
+      // would be all of Docker's.
       pauseInfo.cgroupParent ? this.collector.podPressure(pauseInfo.pid) : undefined,
+      pauseInfo.cgroupParent ? this.collector.podMemoryLimit(pauseInfo.pid) : undefined,
     ]);
     const usages = [pause, ...containers.map((c) => c.usage)];
     const parsed = parseName(sandbox.Names[0] ?? "");
@@ -183,7 +185,7 @@ export class StatsService {
       labels: split.labels,
       annotations: split.annotations,
       timestamp: nanoNow(),
-      cgroup: running.length > 0 ? { ...sumSamples(running.map((u) => u.cgroup!)), pressure } : undefined,
+      cgroup: running.length > 0 ? podSample(sumSamples(running.map((u) => u.cgroup!)), pressure, podLimit) : undefined,
       usageNanoCores: running.length > 0 && running.every((u) => u.usageNanoCores !== undefined)
         ? running.reduce((sum, u) => sum + u.usageNanoCores!, 0n)
         : undefined,
@@ -251,6 +253,16 @@ export class StatsService {
       },
     ];
   }
+}
+
+/**
+ * A pod's sample: its members' sum, with the pressure of its own cgroup and
+ * the limit kubelet put on that cgroup (the one in force; the members' sum
+ * has none, as the pause container has no limit), so that the pod's
+ * available memory is known, as kubelet's Summary API reports it.
+ */
+function podSample(sum: CgroupSample, pressure: CgroupSample["pressure"], limit: bigint | undefined): CgroupSample {
+  return { ...sum, pressure, limitBytes: limit ?? sum.limitBytes };
 }
 
 /**

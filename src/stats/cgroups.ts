@@ -76,6 +76,25 @@ export class CgroupReader {
     return readCgroupPressure(join(root, dirname(path)));
   }
 
+  /**
+   * The memory limit of the cgroup one level above a process's (the pod's
+   * cgroup for a pause container with a cgroup parent, where kubelet puts
+   * the pod's limit); undefined when unlimited or unknown.
+   */
+  async parentMemoryLimit(pid: number): Promise<bigint | undefined> {
+    const paths = await this.cgroupPaths(pid);
+    if ((await this.cgroupVersion()) === 2) {
+      const path = paths.get("");
+      if (!path || path === "/" || dirname(path) === "/") return undefined;
+      const text = (await readFile(join(this.root, dirname(path), "memory.max"), "utf8")).trim();
+      return text === "max" ? undefined : BigInt(text);
+    }
+    const path = paths.get("memory");
+    if (!path || path === "/" || dirname(path) === "/") return undefined;
+    const limit = await readBigInt(join(this.root, "memory", dirname(path), "memory.limit_in_bytes"));
+    return limit >= V1_UNLIMITED ? undefined : limit;
+  }
+
   /** Samples the cgroup a process is in. Throws if the process is gone. */
   async sample(pid: number): Promise<CgroupSample> {
     const paths = await this.cgroupPaths(pid);

@@ -93,6 +93,12 @@ export class StatsCollector {
     return this.cgroups.parentPressure(pausePid).catch(() => undefined);
   }
 
+  /** The memory limit of a pod's own cgroup, found from its pause process (CgroupReader.parentMemoryLimit). */
+  async podMemoryLimit(pausePid: number): Promise<bigint | undefined> {
+    if (pausePid <= 0) return undefined;
+    return this.cgroups.parentMemoryLimit(pausePid).catch(() => undefined);
+  }
+
   async podNetwork(pausePid: number): Promise<PodNetworkUsage | undefined> {
     if (pausePid <= 0) return undefined;
     const interfaces = await readNetDev(pausePid).catch(() => undefined);

@@ -2,7 +2,7 @@
 // container holding memory shows it in its working set, a file written into
 // the rootfs shows in the writable layer, filters select what they say.
 import t from "tap";
-import { access, readdir, readFile, rmdir } from "node:fs/promises";
+import { access, readdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness } from "../containers/harness.ts";
 import { grpcStatus } from "../../helpers/cri-client.ts";
 
@@ -152,4 +152,30 @@ t.test("a pod with a cgroup of its own (kubelet's cgroup parent) reports that cg
   t.ok(stats.linux.cpu.psi.Some.Total >= before, "the pod cgroup's cpu total (ns), not a sum of its containers'");
   const container = stats.linux.containers.find((c: { attributes: { id: string } }) => c.attributes.id === id);
   t.ok(container.cpu.psi?.Some, "its container has its own");
+});
+
+t.test("a pod with a cgroup of its own reports the available memory under that cgroup's limit", async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const parent = `/cridock-test-limit-${process.pid}`;
+  t.teardown(async () => {
+    for (const dir of await readdir("/sys/fs/cgroup").catch(() => [] as string[])) {
+      await rmdir(`/sys/fs/cgroup/${dir}${parent}`).catch(() => undefined);
+    }
+    await rmdir(`/sys/fs/cgroup${parent}`).catch(() => undefined);
+  });
+  const pod = await runPod(h, { linux: { cgroupParent: parent } });
+  t.teardown(() => removePod(h, pod.podSandboxId));
+  const id = await createContainer(h, pod, containerConfig("sleeper", ["sleep", "3600"]));
+  await h.client.call("StartContainer", { containerId: id });
+  // kubelet puts the pod's limit on the pod's cgroup, not on the pause container.
+  const limit = 512n * MiB;
+  const v1 = `/sys/fs/cgroup/memory${parent}/memory.limit_in_bytes`;
+  const v2 = `/sys/fs/cgroup${parent}/memory.max`;
+  const file = (await access(v1).then(() => true, () => false)) ? v1 : v2;
+  await writeFile(file, `${limit}\n`);
+  const { stats } = await h.client.call("PodSandboxStats", { podSandboxId: pod.podSandboxId });
+  const memory = stats.linux.memory;
+  t.ok(memory.availableBytes, "available memory is reported");
+  t.equal(memory.availableBytes.value + memory.workingSetBytes.value, limit, "available = the pod cgroup's limit - the pod's working set");
 });
