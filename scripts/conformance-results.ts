@@ -18,7 +18,7 @@ import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
 /** The fields of ginkgo v2's types.SpecReport this reads. */
-interface SpecReport {
+export interface SpecReport {
   ContainerHierarchyTexts?: string[] | null;
   LeafNodeText?: string;
   LeafNodeType?: string;
@@ -27,7 +27,7 @@ interface SpecReport {
   Failure?: { Message?: string; Location?: { FileName?: string; LineNumber?: number } };
 }
 
-interface SuiteReport {
+export interface SuiteReport {
   SuiteDescription?: string;
   SpecReports?: SpecReport[] | null;
 }

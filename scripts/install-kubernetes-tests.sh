@@ -18,7 +18,8 @@
 # `go get -t` adds what the two test packages import to that module's graph.
 # Linking e2e.test takes several GB of memory, so this is opt-in
 # (`install-kubernetes.sh --with-tests`, or this script alone, or
-# scripts/k8s-conformance.sh), never part of CI's normal run.
+# scripts/k8s-conformance.sh, which CI's node-conformance suite runs); once
+# built for a version, nothing is built again.
 #
 # Usage: install-kubernetes-tests.sh     build what is missing (quiet when nothing is)
 set -euo pipefail

@@ -8,10 +8,11 @@
 # log integrity across restarts, races, a gRPC fuzzer; bounded to a few
 # minutes), the kubelet end-to-end tests (with kubelet's evented PLEG; also
 # with its generic PLEG when CRIDOCK_E2E_GENERIC_PLEG=1), the kubeadm cluster suite (scripts/cluster.sh up, kubectl
-# against it, down), the Deno tests (the smoke tests, then the critest focus
+# against it, down), a fixed list of Kubernetes' [NodeConformance] specs
+# (e2e_node.test through scripts/k8s-conformance.sh node), the Deno tests (the smoke tests, then the critest focus
 # against cridock under Deno) and the critest conformance runs. Ends with one
-# line "N passed, N failed" (tap test points plus critest specs, of every
-# engine) and exits non-zero if anything failed.
+# line "N passed, N failed" (tap test points plus critest and e2e_node specs,
+# of every engine) and exits non-zero if anything failed.
 #
 # The suites run against three engine setups (tests pick the engine from
 # CRIDOCK_TEST_DOCKER_ENDPOINT):
@@ -22,7 +23,7 @@
 #                       the integration tests and critest.
 # CRIDOCK_TEST_ENGINES (space-separated names) limits the run to some of them.
 #
-# Usage: scripts/test.sh [unit|integration|packaging|faults|e2e|cluster|deno|conformance]...   (default: all, in that order)
+# Usage: scripts/test.sh [unit|integration|packaging|faults|e2e|cluster|node-conformance|deno|conformance]...   (default: all, in that order)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -146,6 +147,32 @@ run_cluster() {
     SUMMARY_ARGS+=(--failed "cluster-down@$engine=scripts/cluster.sh down exited non-zero")
 }
 
+# The node-conformance suite, once, on the primary engine: the specs listed
+# in test/node-conformance/specs.txt (Kubernetes' [NodeConformance] specs
+# that exercise the runtime, chosen from the full runs) through
+# scripts/k8s-conformance.sh node, which builds or reuses e2e_node.test and
+# the images, runs its own dockerd (the Engine 29 build), cridock and kubelet
+# and tears them down. Each listed spec counts; one that did not run fails.
+NODE_CONFORMANCE_SPECS="test/node-conformance/specs.txt"
+run_node_conformance() {
+  local name="node-conformance@$1" status=0 focus
+  echo "# ---- $name (e2e_node.test, $NODE_CONFORMANCE_SPECS)"
+  if ! focus="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts focus "$NODE_CONFORMANCE_SPECS")"; then
+    SUMMARY_ARGS+=(--failed "$name=cannot read $NODE_CONFORMANCE_SPECS")
+    return 0
+  fi
+  # kubelet's ports and /var/lib/kubelet are free again: the cluster suite took its cluster down.
+  CRIDOCK_CONFORMANCE_RESULTS="$RESULTS_DIR/$name" \
+    bash "$CRIDOCK_REPO_ROOT/scripts/k8s-conformance.sh" node --procs=2 --focus="$focus" </dev/null || status=$?
+  if [[ -f "$RESULTS_DIR/$name/report.json" ]] &&
+    (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts count "$NODE_CONFORMANCE_SPECS" \
+      "$RESULTS_DIR/$name/report.json" "$RESULTS_DIR/$name.json"); then
+    SUMMARY_ARGS+=(--counts "$name=$RESULTS_DIR/$name.json")
+  else
+    SUMMARY_ARGS+=(--failed "$name=scripts/k8s-conformance.sh node exited with $status and no report (see $ENV_LOG_DIR)")
+  fi
+}
+
 # run_conformance NAME ENGINE [critest flags...]: one critest run against a private cridock on ENGINE.
 run_conformance() {
   local name="$1@$2" engine="$2"; shift 2
@@ -188,7 +215,7 @@ prepare() {
 
 main() {
   local suites=("$@")
-  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults e2e cluster deno conformance)
+  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults e2e cluster node-conformance deno conformance)
   choose_engines
   local setup_seconds=$SECONDS
   prepare
@@ -211,6 +238,7 @@ main() {
         faults) run_tap_suite faults "$engine" --jobs=1 --timeout=300 ;;
         e2e) run_e2e "$engine" ;;
         cluster) run_cluster "$engine" ;;
+        node-conformance) run_node_conformance "$engine" ;;
         deno)
           run_tap_suite deno "$engine" --jobs=1 --timeout=300
           # The whole critest focus once more, against cridock started with Deno.
@@ -224,7 +252,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, packaging, faults, e2e, cluster, deno, conformance)" ;;
+        *) die "unknown suite '$suite' (unit, integration, packaging, faults, e2e, cluster, node-conformance, deno, conformance)" ;;
       esac
       TIMES+=("$suite@$engine $((SECONDS - started)) s")
     done

@@ -114,7 +114,10 @@ function busyboxImageEntries(): LayerEntry[] {
     { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
     // busybox 1.37's ash passes environment entries whose names are no shell
     // identifiers (envFrom keys such as "data-1") on to what it runs; Debian's
-    // 1.35 drops them, and `sh -c env` must print them. bash run as sh keeps them.
+    // 1.35 drops them, and `sh -c env` must print them (the Secrets and
+    // ConfigMap "consumable via the environment" specs). bash run as sh keeps
+    // them, at a price: it words errors its own way, and the read-only root
+    // filesystem spec compares ash's "/bin/sh: can't create /file: ...".
     ...hostBinaryEntries(["/usr/bin/bash"]),
     { kind: "symlink", path: "/bin/sh", target: "/usr/bin/bash" },
   ];
@@ -159,6 +162,11 @@ function agnhostEntries(inputs: ConformanceImageInputs): LayerEntry[] {
     ...hostBinaryEntries(["/usr/bin/bash"]),
     { kind: "symlink", path: "/bin/bash", target: "/usr/bin/bash" },
     { kind: "symlink", path: "/usr/local/bin/iperf", target: "/usr/bin/iperf" },
+    // Upstream's agnhost is alpine, whose busybox has nmeter: the container
+    // lifecycle specs that update a container's image from busybox to agnhost
+    // stamp the new container's log lines with it too.
+    ...binaryEntries("/usr/bin/date", NMETER_DATE),
+    { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
     executable("/coredns", join(inputs.corednsBinDir, "coredns")),
     executable("/agnhost", join(inputs.testBinDir, "agnhost")),
     // The entrypoint-tester specs run the image with its entrypoint replaced by this name.

@@ -26,6 +26,8 @@ NODE_SUITE_DOCKER_BRIDGE="cridock-ne0"
 NODE_SUITE_CNI_BRIDGE="cridock-ne1"
 NODE_SUITE_POD_SUBNET="10.114.0.0/24"
 NODE_SUITE_CGROUP="docker-daemon"
+# kubelet's own cgroup, as the suite configures it without systemd.
+NODE_SUITE_KUBELET_CGROUP="kubelet"
 NODE_SUITE_DAEMONS=(node-e2e-dockerd node-e2e-cridock)
 # The RuntimeClass handler the suites expect every node to have
 # (e2eruntimeclass.PreconfiguredRuntimeClassHandler): one more name for runc.
@@ -41,25 +43,54 @@ node_cri_answers() {
   "$CRIDOCK_TOOLS_DIR/bin/crictl" --runtime-endpoint "unix://$NODE_SUITE_CRI_SOCKET" --timeout 2s version >/dev/null 2>&1
 }
 
-# The cgroup v1 hierarchies a process joins in /docker-daemon (cpuset would
-# need its cpus and mems copied first, and nothing reads the runtime's cpuset).
+# node_cgroup_dirs NAME: the directories of cgroup /NAME a process joins, in
+# every cgroup v1 hierarchy (cpuset would need its cpus and mems copied
+# first, and nothing reads a system container's cpuset) or in the v2 one.
 node_cgroup_dirs() {
-  local controller
+  local name="$1" controller
   for controller in cpu,cpuacct cpu cpuacct memory pids blkio devices freezer systemd; do
-    [[ -d "/sys/fs/cgroup/$controller" && ! -L "/sys/fs/cgroup/$controller" ]] && echo "/sys/fs/cgroup/$controller/$NODE_SUITE_CGROUP"
+    [[ -d "/sys/fs/cgroup/$controller" && ! -L "/sys/fs/cgroup/$controller" ]] && echo "/sys/fs/cgroup/$controller/$name"
   done
-  [[ "$(stat -fc %T /sys/fs/cgroup)" == cgroup2fs ]] && echo "/sys/fs/cgroup/$NODE_SUITE_CGROUP"
+  [[ "$(stat -fc %T /sys/fs/cgroup)" == cgroup2fs ]] && echo "/sys/fs/cgroup/$name"
   return 0
 }
 
-# in_runtime_cgroup COMMAND...: runs COMMAND (exec) once this shell has joined /docker-daemon.
-in_runtime_cgroup() {
-  local dir
+# in_cgroup NAME COMMAND...: runs COMMAND (exec) once this shell has joined /NAME.
+in_cgroup() {
+  local name="$1" dir
+  shift
   while read -r dir; do
     mkdir -p "$dir"
     echo "$BASHPID" >"$dir/cgroup.procs"
-  done < <(node_cgroup_dirs)
+  done < <(node_cgroup_dirs "$name")
   exec "$@"
+}
+
+# The command line of bash that runs its arguments in /NAME (for start_daemon).
+in_cgroup_command() {
+  echo "$(declare -f node_cgroup_dirs in_cgroup); in_cgroup $1 \"\$@\""
+}
+
+# node_kubelet_bin_dir DIR: DIR as the suite's --k8s-bin-dir, whose kubelet
+# starts in /kubelet, the suite's KubeletCgroups (services/kubelet.go without
+# systemd). kubelet would move itself there, but it first compares its pid
+# namespace with PID 1's, which this host does not let it read ("Failed to
+# ensure state ... failed to find pid namespace of init process"), and the
+# Summary API spec then misses the kubelet system container.
+node_kubelet_bin_dir() {
+  local dir="$1" name
+  mkdir -p "$dir"
+  for name in "$KUBERNETES_BIN_DIR"/*; do
+    [[ "${name##*/}" == kubelet ]] || ln -sfn "$name" "$dir/${name##*/}"
+  done
+  {
+    echo '#!/usr/bin/env bash'
+    echo "# kubelet of the node conformance suite, started in /$NODE_SUITE_KUBELET_CGROUP (scripts/lib/conformance-node.sh)."
+    echo "$(declare -f node_cgroup_dirs in_cgroup)"
+    echo "in_cgroup $NODE_SUITE_KUBELET_CGROUP $(printf '%q' "$KUBERNETES_BIN_DIR/kubelet") \"\$@\""
+  } >"$dir/kubelet"
+  chmod 0755 "$dir/kubelet"
+  echo "$dir"
 }
 
 # The runtime's cgroup, and the kubepods and kubelet hierarchies the suite's
@@ -69,7 +100,7 @@ remove_runtime_cgroups() {
   local root sub
   for root in /sys/fs/cgroup /sys/fs/cgroup/*; do
     [[ -d "$root" && ! -L "$root" ]] || continue
-    for sub in "$root/$NODE_SUITE_CGROUP" "$root/kubepods" "$root/kubelet"; do
+    for sub in "$root/$NODE_SUITE_CGROUP" "$root/kubepods" "$root/$NODE_SUITE_KUBELET_CGROUP"; do
       [[ -f "$sub/cgroup.procs" ]] || continue
       find "$sub" -depth -type d -exec rmdir {} \; 2>/dev/null || true
     done
@@ -83,7 +114,7 @@ start_node_dockerd() {
   ip link show "$NODE_SUITE_DOCKER_BRIDGE" >/dev/null 2>&1 || ip link add "$NODE_SUITE_DOCKER_BRIDGE" type bridge
   log "starting the node suite's dockerd (Engine $DOCKER_ENGINE_VERSION) on $NODE_SUITE_DOCKER_SOCKET in /$NODE_SUITE_CGROUP"
   # The images come from the TLS mirror like any pull; nothing is preloaded.
-  start_daemon node-e2e-dockerd bash -c "$(declare -f node_cgroup_dirs in_runtime_cgroup); NODE_SUITE_CGROUP=$NODE_SUITE_CGROUP; in_runtime_cgroup \"\$@\"" in-cgroup \
+  start_daemon node-e2e-dockerd bash -c "$(in_cgroup_command "$NODE_SUITE_CGROUP")" in-cgroup \
     env PATH="$bin:$PATH" "$bin/dockerd" \
     --host="unix://$NODE_SUITE_DOCKER_SOCKET" \
     --data-root="$NODE_SUITE_STATE_DIR/docker" \
@@ -131,7 +162,7 @@ EOF
 start_node_cridock() {
   write_node_cni_config
   log "starting cridock on $NODE_SUITE_CRI_SOCKET in /$NODE_SUITE_CGROUP"
-  start_daemon node-e2e-cridock bash -c "$(declare -f node_cgroup_dirs in_runtime_cgroup); NODE_SUITE_CGROUP=$NODE_SUITE_CGROUP; in_runtime_cgroup \"\$@\"" in-cgroup \
+  start_daemon node-e2e-cridock bash -c "$(in_cgroup_command "$NODE_SUITE_CGROUP")" in-cgroup \
     env UV_THREADPOOL_SIZE=16 node "$CRIDOCK_REPO_ROOT/bin/cridock.js" \
     --container-runtime-endpoint="unix://$NODE_SUITE_CRI_SOCKET" \
     --docker-endpoint="unix://$NODE_SUITE_DOCKER_SOCKET" \

@@ -7,6 +7,7 @@ import type { HandlerTable } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
 import type { ContainerStatsView, PodStatsView, StatsService } from "../runtime/stats.ts";
 import type { CgroupSample } from "../stats/cgroups.ts";
+import type { Pressure, PressureLine } from "../stats/pressure.ts";
 import { sendInBatches } from "./list-stream.ts";
 
 export interface StatsDeps {
@@ -15,9 +16,30 @@ export interface StatsDeps {
 
 const u64 = (value: bigint | undefined): cri.UInt64Value | null => (value === undefined ? null : { value });
 
+function psiData(line: PressureLine): cri.PsiData {
+  return { Total: line.totalNanos, Avg10: line.avg10, Avg60: line.avg60, Avg300: line.avg300 };
+}
+
+/** CRI's PsiStats; the cpu file of older kernels has no "full" line, which stays unset. */
+function psi(pressure: Pressure | undefined): cri.PsiStats | null {
+  if (!pressure) return null;
+  return { Some: psiData(pressure.some), Full: pressure.full ? psiData(pressure.full) : null };
+}
+
 function cpuUsage(timestamp: bigint, cgroup: CgroupSample | undefined, nanoCores: bigint | undefined): cri.CpuUsage | null {
   if (!cgroup) return null;
-  return { timestamp, usageCoreNanoSeconds: u64(cgroup.cpuUsageNanos), usageNanoCores: u64(nanoCores) };
+  return {
+    timestamp,
+    usageCoreNanoSeconds: u64(cgroup.cpuUsageNanos),
+    usageNanoCores: u64(nanoCores),
+    psi: psi(cgroup.pressure?.cpu),
+  };
+}
+
+/** Only pressure is in CRI's IoUsage; none without it. */
+function ioUsage(timestamp: bigint, cgroup: CgroupSample | undefined): cri.IoUsage | null {
+  const io = cgroup?.pressure?.io;
+  return io ? { timestamp, psi: psi(io) } : null;
 }
 
 function memoryUsage(timestamp: bigint, cgroup: CgroupSample | undefined): cri.MemoryUsage | null {
@@ -36,6 +58,7 @@ function memoryUsage(timestamp: bigint, cgroup: CgroupSample | undefined): cri.M
     rssBytes: u64(cgroup.rssBytes),
     pageFaults: u64(cgroup.pageFaults),
     majorPageFaults: u64(cgroup.majorPageFaults),
+    psi: psi(cgroup.pressure?.memory),
   };
 }
 
@@ -46,6 +69,7 @@ export function toContainerStats(view: ContainerStatsView): cri.ContainerStats {
     attributes: { id: view.id, metadata: view.metadata, labels: view.labels, annotations: view.annotations },
     cpu: cpuUsage(usage.timestamp, usage.cgroup, usage.usageNanoCores),
     memory: memoryUsage(usage.timestamp, usage.cgroup),
+    io: ioUsage(usage.timestamp, usage.cgroup),
     writableLayer: layer
       ? {
           timestamp: layer.measuredAt,
@@ -71,6 +95,7 @@ export function toPodSandboxStats(view: PodStatsView): cri.PodSandboxStats {
     linux: {
       cpu: cpuUsage(view.timestamp, view.cgroup, view.usageNanoCores),
       memory: memoryUsage(view.timestamp, view.cgroup),
+      io: ioUsage(view.timestamp, view.cgroup),
       // kubelet (1.36, addCRIPodNetworkStats) reads default_interface without a
       // nil check and panics on a network that has none: a pod whose namespace
       // shows no interface yet (a sandbox being replaced) reports no network.

@@ -74,6 +74,8 @@ export interface PodStatsView {
 interface ProcessInfo {
   state: string;
   pid: number;
+  /** HostConfig.CgroupParent: for a sandbox, the pod's cgroup kubelet made ("" when none). */
+  cgroupParent: string;
   upperDir: string | undefined;
   startedAt: bigint;
   /** Docker's SizeRw, when no upper directory is known. */
@@ -158,10 +160,15 @@ export class StatsService {
   private async podView(sandbox: ContainerSummary, all: ContainerSummary[]): Promise<PodStatsView> {
     const members = all.filter((c) => c.Labels?.[SANDBOX_ID_LABEL] === sandbox.Id);
     const pauseInfo = await this.processInfo(sandbox);
-    const [pause, containers, network] = await Promise.all([
+    const [pause, containers, network, pressure, podLimit] = await Promise.all([
       this.collector.container({ id: sandbox.Id, pid: pauseInfo.pid }),
       Promise.all(members.map((c) => this.containerView(c))),
       this.collector.podNetwork(pauseInfo.pid),
+      // Only a pod with a cgroup of its own (kubelet's cgroup parent) has a
+      // pressure and a limit of its own; under Docker's default parent they
+      // would be all of Docker's.
+      pauseInfo.cgroupParent ? this.collector.podPressure(pauseInfo.pid) : undefined,
+      pauseInfo.cgroupParent ? this.collector.podMemoryLimit(pauseInfo.pid) : undefined,
     ]);
     const usages = [pause, ...containers.map((c) => c.usage)];
     const parsed = parseName(sandbox.Names[0] ?? "");
@@ -178,7 +185,7 @@ export class StatsService {
       labels: split.labels,
       annotations: split.annotations,
       timestamp: nanoNow(),
-      cgroup: running.length > 0 ? sumSamples(running.map((u) => u.cgroup!)) : undefined,
+      cgroup: running.length > 0 ? podSample(sumSamples(running.map((u) => u.cgroup!)), pressure, podLimit) : undefined,
       usageNanoCores: running.length > 0 && running.every((u) => u.usageNanoCores !== undefined)
         ? running.reduce((sum, u) => sum + u.usageNanoCores!, 0n)
         : undefined,
@@ -196,7 +203,13 @@ export class StatsService {
       const inspect = await this.docker.inspectContainer(summary.Id);
       const pid = inspect.State.Running ? inspect.State.Pid : 0;
       const upperDir = inspect.GraphDriver?.Data?.UpperDir || (await processUpperDir(pid)) || cached?.upperDir;
-      const info: ProcessInfo = { state: summary.State, pid, upperDir, startedAt: dockerTimeToNanos(inspect.State.StartedAt) };
+      const info: ProcessInfo = {
+        state: summary.State,
+        pid,
+        cgroupParent: inspect.HostConfig?.CgroupParent ?? "",
+        upperDir,
+        startedAt: dockerTimeToNanos(inspect.State.StartedAt),
+      };
       if (!upperDir && summary.Labels?.[TYPE_LABEL] === TYPE_CONTAINER) {
         const sized = await this.docker.inspectContainer(summary.Id, true);
         if (typeof sized.SizeRw === "number") {
@@ -207,7 +220,7 @@ export class StatsService {
       return info;
     } catch (err) {
       this.log.debug({ err, container: summary.Id }, "container vanished while collecting stats");
-      return { state: summary.State, pid: 0, upperDir: undefined, startedAt: 0n };
+      return { state: summary.State, pid: 0, cgroupParent: "", upperDir: undefined, startedAt: 0n };
     }
   }
 
@@ -242,7 +255,21 @@ export class StatsService {
   }
 }
 
-/** Adds cgroup samples of a pod's containers; a limit is kept only if every member has one. */
+/**
+ * A pod's sample: its members' sum, with the pressure of its own cgroup and
+ * the limit kubelet put on that cgroup (the one in force; the members' sum
+ * has none, as the pause container has no limit), so that the pod's
+ * available memory is known, as kubelet's Summary API reports it.
+ */
+function podSample(sum: CgroupSample, pressure: CgroupSample["pressure"], limit: bigint | undefined): CgroupSample {
+  return { ...sum, pressure, limitBytes: limit ?? sum.limitBytes };
+}
+
+/**
+ * Adds cgroup samples of a pod's containers; a limit is kept only if every
+ * member has one. Pressure is a share of stalled time, which does not add up
+ * across cgroups: a pod's is read from its own cgroup (podView).
+ */
 export function sumSamples(samples: CgroupSample[]): CgroupSample {
   const sum = (pick: (s: CgroupSample) => bigint) => samples.reduce((total, s) => total + pick(s), 0n);
   return {
@@ -254,5 +281,6 @@ export function sumSamples(samples: CgroupSample[]): CgroupSample {
     majorPageFaults: sum((s) => s.majorPageFaults),
     limitBytes: samples.every((s) => s.limitBytes !== undefined) ? sum((s) => s.limitBytes!) : undefined,
     processes: samples.every((s) => s.processes !== undefined) ? sum((s) => s.processes!) : undefined,
+    pressure: undefined,
   };
 }

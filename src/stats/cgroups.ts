@@ -9,8 +9,9 @@
  * pod's cgroup parent are.
  */
 import { statfs } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { readKernelFile } from "./kernel-file.ts";
-import { join } from "node:path";
+import { type CgroupPressure, readCgroupPressure } from "./pressure.ts";
 
 /** statfs f_type of cgroup2. */
 const CGROUP2_MAGIC = 0x63677270;
@@ -31,6 +32,8 @@ export interface CgroupSample {
   limitBytes: bigint | undefined;
   /** Processes (tasks) in the cgroup, when the pids controller is there. */
   processes: bigint | undefined;
+  /** Pressure stall information, when the kernel keeps it for the cgroup (pressure.ts). */
+  pressure: CgroupPressure | undefined;
 }
 
 export type CgroupVersion = 1 | 2;
@@ -38,11 +41,16 @@ export type CgroupVersion = 1 | 2;
 export class CgroupReader {
   private version: Promise<CgroupVersion> | undefined;
 
-  /** `version` is detected from the mount unless given (tests point at a fake tree). */
+  /**
+   * `version` is detected from the mount unless given (tests point at a fake
+   * tree). `unifiedRoot` is where a v1 host mounts the v2 hierarchy beside its
+   * controllers (the hybrid layout), read for pressure only.
+   */
   constructor(
     readonly root = "/sys/fs/cgroup",
     private readonly proc = "/proc",
     version?: CgroupVersion,
+    private readonly unifiedRoot = join(root, "unified"),
   ) {
     if (version) this.version = Promise.resolve(version);
   }
@@ -57,6 +65,37 @@ export class CgroupReader {
     return parseProcCgroup(await readKernelFile(join(this.proc, String(pid), "cgroup")));
   }
 
+  /**
+   * The pressure of the cgroup one level above a process's (v2 path): for a
+   * pod's pause container with a cgroup parent, the pod's cgroup, whose
+   * stalls cover every container of the pod. Undefined when there is none.
+   */
+  async parentPressure(pid: number): Promise<CgroupPressure | undefined> {
+    const path = (await this.cgroupPaths(pid)).get("");
+    if (!path || path === "/" || dirname(path) === "/") return undefined;
+    const root = (await this.cgroupVersion()) === 2 ? this.root : this.unifiedRoot;
+    return readCgroupPressure(join(root, dirname(path)));
+  }
+
+  /**
+   * The memory limit of the cgroup one level above a process's (the pod's
+   * cgroup for a pause container with a cgroup parent, where kubelet puts
+   * the pod's limit); undefined when unlimited or unknown.
+   */
+  async parentMemoryLimit(pid: number): Promise<bigint | undefined> {
+    const paths = await this.cgroupPaths(pid);
+    if ((await this.cgroupVersion()) === 2) {
+      const path = paths.get("");
+      if (!path || path === "/" || dirname(path) === "/") return undefined;
+      const text = (await readKernelFile(join(this.root, dirname(path), "memory.max"))).trim();
+      return text === "max" ? undefined : BigInt(text);
+    }
+    const path = paths.get("memory");
+    if (!path || path === "/" || dirname(path) === "/") return undefined;
+    const limit = await readBigInt(join(this.root, "memory", dirname(path), "memory.limit_in_bytes"));
+    return limit >= V1_UNLIMITED ? undefined : limit;
+  }
+
   /** Samples the cgroup a process is in. Throws if the process is gone. */
   async sample(pid: number): Promise<CgroupSample> {
     const paths = await this.cgroupPaths(pid);
@@ -65,12 +104,15 @@ export class CgroupReader {
 
   private async sampleV1(paths: Map<string, string>): Promise<CgroupSample> {
     const dir = (controller: string) => join(this.root, controller, paths.get(controller) ?? "/");
-    const [usage, memUsage, memLimit, memStat, pids] = await Promise.all([
+    const unified = paths.get("");
+    const [usage, memUsage, memLimit, memStat, pids, pressure] = await Promise.all([
       readBigInt(join(dir("cpuacct"), "cpuacct.usage")),
       readBigInt(join(dir("memory"), "memory.usage_in_bytes")),
       readBigInt(join(dir("memory"), "memory.limit_in_bytes")),
       readKernelFile(join(dir("memory"), "memory.stat")).then(parseKeyValues),
       paths.has("pids") ? readBigInt(join(dir("pids"), "pids.current")).catch(() => undefined) : undefined,
+      // The root cgroup has no pressure files of its own (the host's are /proc/pressure).
+      unified && unified !== "/" ? readCgroupPressure(join(this.unifiedRoot, unified)) : undefined,
     ]);
     const inactiveFile = memStat.get("total_inactive_file") ?? 0n;
     return {
@@ -82,17 +124,19 @@ export class CgroupReader {
       majorPageFaults: memStat.get("total_pgmajfault") ?? 0n,
       limitBytes: memLimit >= V1_UNLIMITED ? undefined : memLimit,
       processes: pids,
+      pressure,
     };
   }
 
   private async sampleV2(path: string): Promise<CgroupSample> {
     const dir = join(this.root, path);
-    const [cpuStat, memCurrent, memMax, memStat, pids] = await Promise.all([
+    const [cpuStat, memCurrent, memMax, memStat, pids, pressure] = await Promise.all([
       readKernelFile(join(dir, "cpu.stat")).then(parseKeyValues),
       readBigInt(join(dir, "memory.current")),
       readKernelFile(join(dir, "memory.max")).then((s) => s.trim()),
       readKernelFile(join(dir, "memory.stat")).then(parseKeyValues),
       readBigInt(join(dir, "pids.current")).catch(() => undefined),
+      readCgroupPressure(dir),
     ]);
     const inactiveFile = memStat.get("inactive_file") ?? 0n;
     return {
@@ -104,6 +148,7 @@ export class CgroupReader {
       majorPageFaults: memStat.get("pgmajfault") ?? 0n,
       limitBytes: memMax === "max" ? undefined : BigInt(memMax),
       processes: pids,
+      pressure,
     };
   }
 }

@@ -4,6 +4,7 @@
  * writable layer's disk usage and the pod's network counters.
  */
 import { CgroupReader, type CgroupSample } from "./cgroups.ts";
+import type { CgroupPressure } from "./pressure.ts";
 import { DiskUsageCache, type DiskUsage } from "./disk-usage.ts";
 import { readNetDev, type InterfaceCounters } from "./netdev.ts";
 
@@ -84,6 +85,18 @@ export class StatsCollector {
   /** The writable layer's last measurement (scheduling a refresh when stale). */
   layerUsage(upperDir: string): Promise<DiskUsage | undefined> {
     return this.disk.get(upperDir).catch(() => undefined);
+  }
+
+  /** The pressure of a pod's own cgroup, found from its pause process (CgroupReader.parentPressure). */
+  async podPressure(pausePid: number): Promise<CgroupPressure | undefined> {
+    if (pausePid <= 0) return undefined;
+    return this.cgroups.parentPressure(pausePid).catch(() => undefined);
+  }
+
+  /** The memory limit of a pod's own cgroup, found from its pause process (CgroupReader.parentMemoryLimit). */
+  async podMemoryLimit(pausePid: number): Promise<bigint | undefined> {
+    if (pausePid <= 0) return undefined;
+    return this.cgroups.parentMemoryLimit(pausePid).catch(() => undefined);
   }
 
   async podNetwork(pausePid: number): Promise<PodNetworkUsage | undefined> {

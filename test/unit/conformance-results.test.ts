@@ -4,6 +4,9 @@
  * conformance image catalog's names (manifest.go at v1.36.3).
  */
 import t from "tap";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { classify, countOutcomes, specResults } from "../../scripts/conformance-results.ts";
 import { conformanceCatalog } from "../../scripts/images/conformance-images.ts";
 
@@ -70,4 +73,23 @@ t.test("the conformance images carry manifest.go's names, agnhost under both ver
   const labels = catalog.map((spec) => JSON.stringify(spec.config.Labels ?? {}));
   t.equal(new Set(labels).size, catalog.length);
   t.ok(catalog.every((spec) => spec.registryOnly), "registry-only: the suites pull them");
+});
+
+t.test("busybox and agnhost both have nmeter, which the container lifecycle specs stamp their logs with", async (t) => {
+  // agnhost's contents read the built programs and porter's certificate: stand-ins do.
+  const dir = await mkdtemp(join(tmpdir(), "conformance-images-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const porter = join(dir, "src", "test/images/agnhost/porter");
+  await mkdir(porter, { recursive: true });
+  await mkdir(join(dir, "bin"));
+  for (const file of [join(dir, "bin", "agnhost"), join(dir, "bin", "coredns"), join(porter, "localhost.crt"), join(porter, "localhost.key")]) {
+    await writeFile(file, "stand-in\n");
+  }
+  const catalog = conformanceCatalog({ testBinDir: join(dir, "bin"), kubernetesSourceDir: join(dir, "src"), corednsBinDir: join(dir, "bin") });
+  for (const tag of ["busybox:1.37.0-1", "agnhost:2.63.0", "agnhost:2.55"]) {
+    const spec = catalog.find((s) => s.tags.includes(`registry.k8s.io/e2e-test-images/${tag}`));
+    const paths = new Set(spec!.contents().map((e) => e.path.replace(/^\//, "")));
+    t.ok(paths.has("bin/nmeter"), `${tag} has /bin/nmeter`);
+    t.ok(paths.has("usr/libexec/nmeter/date"), `${tag} has the date nmeter runs`);
+  }
 });

@@ -107,7 +107,7 @@ t.test("/proc/<pid>/net/dev leaves out loopback", async (t) => {
 });
 
 t.test("pod sums keep a limit only when every member has one", async (t) => {
-  const base = { cpuUsageNanos: 1n, memoryUsageBytes: 10n, workingSetBytes: 5n, rssBytes: 2n, pageFaults: 1n, majorPageFaults: 0n, processes: 1n };
+  const base = { cpuUsageNanos: 1n, memoryUsageBytes: 10n, workingSetBytes: 5n, rssBytes: 2n, pageFaults: 1n, majorPageFaults: 0n, processes: 1n, pressure: undefined };
   const sum = sumSamples([{ ...base, limitBytes: 100n }, { ...base, limitBytes: undefined }]);
   t.match(sum, { cpuUsageNanos: 2n, memoryUsageBytes: 20n, workingSetBytes: 10n, processes: 2n });
   t.equal(sum.limitBytes, undefined);
@@ -126,12 +126,13 @@ t.test("CRI conversion: available = limit - working set; stopped containers have
     usage: {
       timestamp: 5n,
       usageNanoCores: 7n,
-      cgroup: { cpuUsageNanos: 9n, memoryUsageBytes: 100n, workingSetBytes: 60n, rssBytes: 50n, pageFaults: 1n, majorPageFaults: 0n, limitBytes: 80n, processes: 1n },
+      cgroup: { cpuUsageNanos: 9n, memoryUsageBytes: 100n, workingSetBytes: 60n, rssBytes: 50n, pageFaults: 1n, majorPageFaults: 0n, limitBytes: 80n, processes: 1n, pressure: undefined },
       writableLayer: { bytes: 4096n, inodes: 3n, measuredAt: 4n, walkMs: 1 },
     },
   };
   const stats = toContainerStats(view);
-  t.same(stats.cpu, { timestamp: 5n, usageCoreNanoSeconds: { value: 9n }, usageNanoCores: { value: 7n } });
+  t.same(stats.cpu, { timestamp: 5n, usageCoreNanoSeconds: { value: 9n }, usageNanoCores: { value: 7n }, psi: null });
+  t.equal(stats.io, null, "no pressure, no io");
   t.equal(stats.memory?.availableBytes?.value, 20n);
   t.equal(stats.memory?.workingSetBytes?.value, 60n);
   t.same(stats.writableLayer, { timestamp: 4n, fsId: { mountpoint: "/var/lib/docker" }, usedBytes: { value: 4096n }, inodesUsed: { value: 3n } });

@@ -2,6 +2,7 @@
 // container holding memory shows it in its working set, a file written into
 // the rootfs shows in the writable layer, filters select what they say.
 import t from "tap";
+import { access, readdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness } from "../containers/harness.ts";
 import { grpcStatus } from "../../helpers/cri-client.ts";
 
@@ -54,6 +55,30 @@ t.test("stats of a pod with a busy container and a memory-holding container", as
     t.ok(second.cpu.usageNanoCores.value > 10_000_000n, `a busy loop uses more than 1% of a core (${second.cpu.usageNanoCores.value})`);
   });
 
+  t.test("ContainerStats: pressure (PSI) of cpu, memory and io where the kernel keeps it per cgroup", async (t) => {
+    // Where this host keeps the container's pressure: its v2 cgroup, on a v2
+    // host or in the v2 hierarchy a v1 host mounts beside its controllers.
+    const verbose = await h.client.call("ContainerStatus", { containerId: busy, verbose: true });
+    const pid = JSON.parse(verbose.info.info).pid as number;
+    const v2Path = /^0::(.*)$/m.exec(await readFile(`/proc/${pid}/cgroup`, "utf8"))?.[1];
+    const dirs = v2Path && v2Path !== "/" ? [`/sys/fs/cgroup${v2Path}`, `/sys/fs/cgroup/unified${v2Path}`] : [];
+    let dir: string | undefined;
+    for (const d of dirs) if (await access(`${d}/cpu.pressure`).then(() => true, () => false)) dir ??= d;
+    const stats = (await h.client.call("ContainerStats", { containerId: busy })).stats;
+    if (!dir) {
+      t.equal(stats.cpu.psi, null, "no pressure files for this container's cgroup: none reported");
+      return;
+    }
+    const kernelCpuSome = BigInt(/^some .* total=(\d+)$/m.exec(await readFile(`${dir}/cpu.pressure`, "utf8"))![1]!) * 1000n;
+    const again = (await h.client.call("ContainerStats", { containerId: busy })).stats;
+    for (const [name, psi] of [["cpu", again.cpu.psi], ["memory", again.memory.psi], ["io", again.io?.psi]] as const) {
+      t.ok(psi?.Some && psi?.Full, `${name}.psi has some and full (from ${dir})`);
+      t.ok(psi.Some.Avg10 >= 0 && psi.Some.Avg10 <= 100, `${name} avg10 is a percentage`);
+    }
+    t.ok(again.cpu.psi.Some.Total >= kernelCpuSome, "cpu some total (ns) is at least what the kernel said before, in µs × 1000");
+    t.ok(again.io.timestamp > 0n, "io has its time");
+  });
+
   t.test("ListContainerStats filters by id, sandbox and labels", async (t) => {
     const ids = async (filter: object) =>
       (await h.client.call("ListContainerStats", { filter })).stats.map((s: { attributes: { id: string } }) => s.attributes.id).sort();
@@ -96,4 +121,61 @@ t.test("stats of a pod with a busy container and a memory-holding container", as
     t.same(await leakedContainers(h), []);
     t.same((await h.client.call("ListContainerStats", { filter: { podSandboxId: pod.podSandboxId } })).stats, []);
   });
+});
+
+t.test("a pod with a cgroup of its own (kubelet's cgroup parent) reports that cgroup's pressure", async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const parent = `/cridock-test-psi-${process.pid}`;
+  // Docker makes the parent in every hierarchy and leaves it: remove it after the pod.
+  t.teardown(async () => {
+    for (const dir of await readdir("/sys/fs/cgroup").catch(() => [] as string[])) {
+      await rmdir(`/sys/fs/cgroup/${dir}${parent}`).catch(() => undefined);
+    }
+    await rmdir(`/sys/fs/cgroup${parent}`).catch(() => undefined);
+  });
+  const pod = await runPod(h, { linux: { cgroupParent: parent } });
+  t.teardown(() => removePod(h, pod.podSandboxId));
+  const id = await createContainer(h, pod, containerConfig("loop", ["sh", "-c", "while :; do :; done"]));
+  await h.client.call("StartContainer", { containerId: id });
+
+  const pressureFile = [`/sys/fs/cgroup${parent}/cpu.pressure`, `/sys/fs/cgroup/unified${parent}/cpu.pressure`];
+  let kernel: string | undefined;
+  for (const file of pressureFile) kernel ??= await readFile(file, "utf8").catch(() => undefined);
+  const { stats } = await h.client.call("PodSandboxStats", { podSandboxId: pod.podSandboxId });
+  if (!kernel) {
+    t.equal(stats.linux.cpu.psi, null, "no pressure files for the pod's cgroup: none reported");
+    return;
+  }
+  const before = BigInt(/^some .* total=(\d+)$/m.exec(kernel)![1]!) * 1000n;
+  t.ok(stats.linux.cpu.psi?.Some && stats.linux.memory.psi?.Some && stats.linux.io?.psi?.Some, "cpu, memory and io pressure of the pod");
+  t.ok(stats.linux.cpu.psi.Some.Total >= before, "the pod cgroup's cpu total (ns), not a sum of its containers'");
+  const container = stats.linux.containers.find((c: { attributes: { id: string } }) => c.attributes.id === id);
+  t.ok(container.cpu.psi?.Some, "its container has its own");
+});
+
+t.test("a pod with a cgroup of its own reports the available memory under that cgroup's limit", async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const parent = `/cridock-test-limit-${process.pid}`;
+  t.teardown(async () => {
+    for (const dir of await readdir("/sys/fs/cgroup").catch(() => [] as string[])) {
+      await rmdir(`/sys/fs/cgroup/${dir}${parent}`).catch(() => undefined);
+    }
+    await rmdir(`/sys/fs/cgroup${parent}`).catch(() => undefined);
+  });
+  const pod = await runPod(h, { linux: { cgroupParent: parent } });
+  t.teardown(() => removePod(h, pod.podSandboxId));
+  const id = await createContainer(h, pod, containerConfig("sleeper", ["sleep", "3600"]));
+  await h.client.call("StartContainer", { containerId: id });
+  // kubelet puts the pod's limit on the pod's cgroup, not on the pause container.
+  const limit = 512n * MiB;
+  const v1 = `/sys/fs/cgroup/memory${parent}/memory.limit_in_bytes`;
+  const v2 = `/sys/fs/cgroup${parent}/memory.max`;
+  const file = (await access(v1).then(() => true, () => false)) ? v1 : v2;
+  await writeFile(file, `${limit}\n`);
+  const { stats } = await h.client.call("PodSandboxStats", { podSandboxId: pod.podSandboxId });
+  const memory = stats.linux.memory;
+  t.ok(memory.availableBytes, "available memory is reported");
+  t.equal(memory.availableBytes.value + memory.workingSetBytes.value, limit, "available = the pod cgroup's limit - the pod's working set");
 });

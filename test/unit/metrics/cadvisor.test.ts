@@ -13,7 +13,7 @@ const source: SeriesSource = {
   labels: { container: "app", id: "/kubepods/besteffort/podu/abc", image: "busybox:latest", name: "k8s_app_web_default_u_0", namespace: "default", pod: "web" },
   timestamp: 1_700_000_000n * NS + 123n,
   startedAt: 1_699_999_000n * NS,
-  cgroup: { cpuUsageNanos: 2_900_000_000n, memoryUsageBytes: 5000n, workingSetBytes: 4000n, rssBytes: 3000n, pageFaults: 70n, majorPageFaults: 2n, limitBytes: 8000n, processes: 3n },
+  cgroup: { cpuUsageNanos: 2_900_000_000n, memoryUsageBytes: 5000n, workingSetBytes: 4000n, rssBytes: 3000n, pageFaults: 70n, majorPageFaults: 2n, limitBytes: 8000n, processes: 3n, pressure: undefined },
   detail: {
     cpuUserNanos: 2_000_000_000n,
     cpuSystemNanos: 900_000_000n,
