@@ -6,6 +6,8 @@
  *   passed.txt    one full spec name a line
  *   failed.txt    name, then the failure's first line and location, indented
  *   skipped.txt   specs that ran and skipped themselves (e2eskipper), with the reason
+ *   counts.json   {passed, failed, skipped, failures}, as scripts/test-summary.ts
+ *                 reads a suite's counts (--counts)
  *
  * and prints one line of counts. Specs outside the focus (ginkgo's "skipped"
  * with no failure message and no run time) are counted as not run, apart
@@ -81,6 +83,13 @@ export function countOutcomes(results: SpecResult[]): Record<SpecOutcome, number
   return counts;
 }
 
+/** The counts scripts/test-summary.ts adds up: each failure names its spec and the first line of why. */
+export function summaryCounts(results: SpecResult[]): { passed: number; failed: number; skipped: number; failures: string[] } {
+  const c = countOutcomes(results);
+  const failures = results.filter((r) => r.outcome === "failed").map((r) => (r.detail ? `${r.name}: ${r.detail}` : r.name));
+  return { passed: c.passed, failed: c.failed, skipped: c.skipped, failures };
+}
+
 function main(): void {
   const [reportPath, outDir] = process.argv.slice(2);
   if (!reportPath || !outDir) throw new Error("usage: tsx scripts/conformance-results.ts REPORT.json OUT_DIR");
@@ -101,6 +110,7 @@ function main(): void {
   writeFileSync(join(outDir, "passed.txt"), lines("passed", false) + "\n");
   writeFileSync(join(outDir, "failed.txt"), lines("failed", true) + "\n");
   writeFileSync(join(outDir, "skipped.txt"), lines("skipped", true) + "\n");
+  writeFileSync(join(outDir, "counts.json"), JSON.stringify(summaryCounts(results)) + "\n");
   const c = countOutcomes(results);
   console.log(`${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped, ${c["not-run"]} not run (outside the focus)`);
 }
