@@ -49,3 +49,27 @@ cluster_kubectl() {
 cluster_host_ip() {
   ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -n 1
 }
+
+# The QoS hierarchy kubelet makes under cgroupRoot / (cgroupsPerQOS, the
+# cgroupfs driver), in every cgroup v1 hierarchy and on a cgroup v2 root:
+# kubepods, its burstable and besteffort children and the pod<uid> cgroups.
+# kubelet never removes kubepods itself. Deepest first; a cgroup that still
+# holds a process stays (rmdir refuses it), and nothing is touched while a
+# kubelet runs on this host, since the hierarchy is then its.
+remove_kubelet_cgroups() {
+  pgrep -x kubelet >/dev/null && return 0
+  local root
+  for root in /sys/fs/cgroup /sys/fs/cgroup/*; do
+    [[ -d "$root" && ! -L "$root" && -f "$root/kubepods/cgroup.procs" ]] || continue
+    find "$root/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+}
+
+# kubepods_left: the kubepods cgroups still on this host, one a line.
+kubepods_left() {
+  local root
+  for root in /sys/fs/cgroup /sys/fs/cgroup/*; do
+    [[ -d "$root/kubepods" && ! -L "$root" ]] && echo "$root/kubepods"
+  done
+  return 0
+}
