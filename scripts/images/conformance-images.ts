@@ -181,6 +181,20 @@ function labelled(config: ImageRunConfig, name: string): ImageRunConfig {
   return { ...config, Labels: { ...(config.Labels ?? {}), "cridock.test/conformance-image": name } };
 }
 
+/**
+ * Upstream's kitten and nautilus sit on agnhost, which sits on alpine 3.21;
+ * the ImageVolume spec reads the volume's /etc/os-release and looks for
+ * "Alpine Linux" in it (a file of the base layer, seen through the mount).
+ * These images are not Alpine: the file says what they are and whose base
+ * they stand in for.
+ */
+const PICTURE_OS_RELEASE = [
+  'NAME="cridock conformance image"',
+  "ID=cridock-conformance",
+  'PRETTY_NAME="cridock conformance image, in place of the Alpine Linux 3.21 base of upstream\'s agnhost"',
+  "",
+].join("\n");
+
 /** kitten and nautilus: agnhost serving a picture and data.json naming it from / (test-webserver). */
 function pictureImage(inputs: ConformanceImageInputs, name: "kitten" | "nautilus", tag: string): ImageSpec {
   const html = join(inputs.kubernetesSourceDir, "test/images", name, "html");
@@ -190,6 +204,7 @@ function pictureImage(inputs: ConformanceImageInputs, name: "kitten" | "nautilus
       ...agnhostEntries(inputs),
       { kind: "file", path: `/${name}.jpg`, content: readFileSync(join(html, `${name}.jpg`)) },
       { kind: "file", path: "/data.json", content: readFileSync(join(html, "data.json")) },
+      { kind: "file", path: "/etc/os-release", content: Buffer.from(PICTURE_OS_RELEASE) },
     ],
     config: labelled({ ...AGNHOST_CONFIG, Cmd: ["test-webserver"] }, name),
     registryOnly: true,
