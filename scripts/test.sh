@@ -127,7 +127,8 @@ run_packaging() {
 # cluster on cridock (scripts/cluster.sh builds or reuses kubeadm, the
 # control plane and their images; its dockerd is a private one of the Engine
 # 29 build), kubelet with its default PLEG (test/e2e covers the evented one),
-# driven with kubectl. The cluster goes down whatever the tests did.
+# driven with kubectl, then a fixed part of the upstream [Conformance] suite
+# on it (run_cluster_e2e). The cluster goes down whatever the tests did.
 run_cluster() {
   local engine="$1" status=0
   echo "# ---- cluster@$engine (kubeadm cluster on cridock)"
@@ -139,9 +140,39 @@ run_cluster() {
     # Nothing of src/ runs in the test processes (cridock is a daemon here): no coverage to gate on.
     run_tap_suite cluster "$engine" --jobs=1 --timeout=900 --disable-coverage
     SUITE_ENV=()
+    run_cluster_e2e "$engine"
   fi
   bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" down </dev/null ||
     SUMMARY_ARGS+=(--failed "cluster-down@$engine=scripts/cluster.sh down exited non-zero")
+}
+
+# A fixed part of Kubernetes' own [Conformance] suite (e2e.test), while the
+# cluster is up: the specs test/cluster/e2e-conformance.txt names, two ginkgo
+# processes, through scripts/k8s-conformance.sh (which builds e2e.test,
+# ginkgo and the images they pull when the tools cache lacks them). Each spec
+# counts as one test point; a listed spec the run did not show counts as a
+# failure. The results stay in $ENV_LOG_DIR when anything failed.
+run_cluster_e2e() {
+  local engine="$1" name="cluster-e2e@$1" dir="$RESULTS_DIR/cluster-e2e" list focus status=0 missing
+  list="$CRIDOCK_REPO_ROOT/test/cluster/e2e-conformance.txt"
+  echo "# ---- $name (e2e.test, the specs of ${list#"$CRIDOCK_REPO_ROOT"/})"
+  if ! focus="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/e2e-spec-list.ts focus "$list")"; then
+    SUMMARY_ARGS+=(--failed "$name=cannot read $list")
+    return 0
+  fi
+  CRIDOCK_CONFORMANCE_RESULTS="$dir" bash "$CRIDOCK_REPO_ROOT/scripts/k8s-conformance.sh" e2e --focus "$focus" --procs 2 </dev/null || status=$?
+  if [[ ! -s "$dir/counts.json" ]]; then
+    SUMMARY_ARGS+=(--failed "$name=scripts/k8s-conformance.sh exited with $status before reporting")
+  else
+    SUMMARY_ARGS+=(--counts "$name=$dir/counts.json")
+    if ! missing="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/e2e-spec-list.ts missing "$list" "$dir/specs.tsv")"; then
+      SUMMARY_ARGS+=(--failed "$name listed=specs listed but not run: ${missing//$'\n'/; }")
+    fi
+  fi
+  if ((status != 0)) && [[ -d "$dir" ]]; then
+    rm -rf "$dir/work"
+    cp -r "$dir" "$ENV_LOG_DIR/cluster-e2e-$(date -u +%Y%m%dT%H%M%SZ)" && echo "# $name: results kept in $ENV_LOG_DIR"
+  fi
 }
 
 # run_conformance NAME ENGINE [critest flags...]: one critest run against a private cridock on ENGINE.
