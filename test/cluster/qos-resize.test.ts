@@ -5,12 +5,14 @@
 // the container's own cgroup and the pod's without a restart.
 import t from "tap";
 import { readFile } from "node:fs/promises";
-import { apply, docker, getJson, kubectlOk, testNamespace, waitFor, waitPodReady } from "./harness/cluster.ts";
+import { apply, docker, getJson, kubectlOk, testNamespace, waitFor, waitPodReady, NODE_NAME } from "./harness/cluster.ts";
 import { BUSYBOX_IMAGE } from "../helpers/env.ts";
 
 const ns = await testNamespace(t, "qos");
 const idle = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"];
 const MI = 1024 * 1024;
+// The first node: its dockerd and cgroup root are the ones this file reads (a second node has its own).
+const onFirstNode = { nodeSelector: { "kubernetes.io/hostname": NODE_NAME } };
 
 /** The cgroup v1 controller directories this host mounts (cgroupfs driver: one tree per controller). */
 const CPU_ROOT = "/sys/fs/cgroup/cpu";
@@ -66,7 +68,8 @@ t.test("every container of a pod, the sandbox too, is in the pod cgroup of its Q
       kind: "Pod",
       metadata: { name: p.name },
       spec: {
-        terminationGracePeriodSeconds: 1,
+        ...onFirstNode,
+      terminationGracePeriodSeconds: 1,
         containers: ["one", "two"].map((name) => ({ name, image: BUSYBOX_IMAGE, command: idle, resources: p.resources })),
       },
     });
@@ -95,6 +98,7 @@ t.test("pod-level resources bound the pod cgroup", async (t) => {
     kind: "Pod",
     metadata: { name: "pod-level" },
     spec: {
+      ...onFirstNode,
       terminationGracePeriodSeconds: 1,
       resources: { requests: { cpu: "100m", memory: "96Mi" }, limits: { cpu: "200m", memory: "96Mi" } },
       containers: [{ name: "app", image: BUSYBOX_IMAGE, command: idle }],
@@ -116,6 +120,7 @@ t.test("an in-place resize reaches the container's cgroup and the pod's, with no
     kind: "Pod",
     metadata: { name: "resized" },
     spec: {
+      ...onFirstNode,
       terminationGracePeriodSeconds: 1,
       containers: [
         {
