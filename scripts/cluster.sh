@@ -292,12 +292,13 @@ cluster_down() {
   done
   remove_created
   rm -rf "$CLUSTER_RUN_DIR" "$CLUSTER_STATE_DIR"
+  remove_kubelet_cgroups
   verify_clean
   log "cluster down"
 }
 
-# What down must leave: none of up's processes, mounts, bridges, files or
-# kube-proxy chains. Says what is left and fails if anything is.
+# What down must leave: none of up's processes, mounts, bridges, files,
+# kube-proxy chains or kubelet's QoS cgroups. Says what is left and fails if anything is.
 verify_clean() {
   local left=() name path
   for name in "${CLUSTER_DAEMONS[@]}"; do
@@ -314,6 +315,9 @@ verify_clean() {
   done
   iptables-save 2>/dev/null | grep -q '^:KUBE-\(SERVICES\|NODEPORTS\|POSTROUTING\|FORWARD\|PROXY-FIREWALL\) ' &&
     left+=("kube-proxy's iptables chains")
+  if ! pgrep -x kubelet >/dev/null; then
+    for path in $(kubepods_left); do left+=("cgroup $path"); done
+  fi
   ((${#left[@]} == 0)) || die "down left: ${left[*]}"
 }
 

@@ -75,6 +75,9 @@ main() {
   if [[ -d "$CLUSTER_STATE_DIR" || -d "$CLUSTER_RUN_DIR" ]]; then
     bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" down
   fi
+  # kubelet's QoS cgroups (kubepods), which a killed cluster or node suite
+  # run leaves even once its state directory is gone.
+  remove_kubelet_cgroups
   remove_mirror_registry
   # The Engine 29 test setups (their pid files say whether we started them).
   bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" stop

@@ -130,7 +130,8 @@ run_packaging() {
 # cluster on cridock (scripts/cluster.sh builds or reuses kubeadm, the
 # control plane and their images; its dockerd is a private one of the Engine
 # 29 build), kubelet with its default PLEG (test/e2e covers the evented one),
-# driven with kubectl. The cluster goes down whatever the tests did.
+# driven with kubectl, then a fixed part of the upstream [Conformance] suite
+# on it (run_cluster_e2e). The cluster goes down whatever the tests did.
 run_cluster() {
   local engine="$1" status=0
   echo "# ---- cluster@$engine (kubeadm cluster on cridock)"
@@ -142,35 +143,55 @@ run_cluster() {
     # Nothing of src/ runs in the test processes (cridock is a daemon here): no coverage to gate on.
     run_tap_suite cluster "$engine" --jobs=1 --timeout=900 --disable-coverage
     SUITE_ENV=()
+    run_cluster_e2e "$engine"
   fi
   bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" down </dev/null ||
     SUMMARY_ARGS+=(--failed "cluster-down@$engine=scripts/cluster.sh down exited non-zero")
 }
 
-# The node-conformance suite, once, on the primary engine: the specs listed
-# in test/node-conformance/specs.txt (Kubernetes' [NodeConformance] specs
-# that exercise the runtime, chosen from the full runs) through
-# scripts/k8s-conformance.sh node, which builds or reuses e2e_node.test and
-# the images, runs its own dockerd (the Engine 29 build), cridock and kubelet
-# and tears them down. Each listed spec counts; one that did not run fails.
-NODE_CONFORMANCE_SPECS="test/node-conformance/specs.txt"
-run_node_conformance() {
-  local name="node-conformance@$1" status=0 focus
-  echo "# ---- $name (e2e_node.test, $NODE_CONFORMANCE_SPECS)"
-  if ! focus="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts focus "$NODE_CONFORMANCE_SPECS")"; then
-    SUMMARY_ARGS+=(--failed "$name=cannot read $NODE_CONFORMANCE_SPECS")
+# run_listed_specs NAME SUITE LIST: the specs LIST names in full (one a line,
+# chosen from the full runs) of one of Kubernetes' own e2e suites, through
+# scripts/k8s-conformance.sh SUITE (e2e: against the cluster that is up;
+# node: its own dockerd of the Engine 29 build, cridock and kubelet, torn
+# down after), which builds or reuses the test binaries and the images they
+# pull. Two ginkgo processes. Each listed spec counts in the closing line; a
+# listed spec that did not run (renamed upstream, or the suite died first) or
+# a spec run outside the list is a failure (scripts/k8s-spec-list.ts). The
+# results stay in $ENV_LOG_DIR when the run failed.
+run_listed_specs() {
+  local name="$1" suite="$2" list="$3" status=0 focus dir
+  dir="$RESULTS_DIR/$name"
+  echo "# ---- $name (${suite}: the specs of $list)"
+  if ! focus="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts focus "$list")"; then
+    SUMMARY_ARGS+=(--failed "$name=cannot read $list")
     return 0
   fi
-  # kubelet's ports and /var/lib/kubelet are free again: the cluster suite took its cluster down.
-  CRIDOCK_CONFORMANCE_RESULTS="$RESULTS_DIR/$name" \
-    bash "$CRIDOCK_REPO_ROOT/scripts/k8s-conformance.sh" node --procs=2 --focus="$focus" </dev/null || status=$?
-  if [[ -f "$RESULTS_DIR/$name/report.json" ]] &&
-    (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts count "$NODE_CONFORMANCE_SPECS" \
-      "$RESULTS_DIR/$name/report.json" "$RESULTS_DIR/$name.json"); then
-    SUMMARY_ARGS+=(--counts "$name=$RESULTS_DIR/$name.json")
+  CRIDOCK_CONFORMANCE_RESULTS="$dir" \
+    bash "$CRIDOCK_REPO_ROOT/scripts/k8s-conformance.sh" "$suite" --procs=2 --focus="$focus" </dev/null || status=$?
+  if [[ -f "$dir/report.json" ]] &&
+    (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts count "$list" "$dir/report.json" "$dir.json"); then
+    SUMMARY_ARGS+=(--counts "$name=$dir.json")
   else
-    SUMMARY_ARGS+=(--failed "$name=scripts/k8s-conformance.sh node exited with $status and no report (see $ENV_LOG_DIR)")
+    SUMMARY_ARGS+=(--failed "$name=scripts/k8s-conformance.sh $suite exited with $status and no report (see $ENV_LOG_DIR)")
   fi
+  if ((status != 0)) && [[ -d "$dir" ]]; then
+    rm -rf "$dir/work"
+    cp -r "$dir" "$ENV_LOG_DIR/$name-$(date -u +%Y%m%dT%H%M%SZ)" && echo "# $name: results kept in $ENV_LOG_DIR"
+  fi
+  return 0
+}
+
+# The upstream [Conformance] specs that exercise the runtime, while the
+# cluster is up.
+run_cluster_e2e() {
+  run_listed_specs "cluster-e2e@$1" e2e test/cluster/e2e-conformance.txt
+}
+
+# The [NodeConformance] specs that exercise the runtime, once, on the primary
+# engine, after the cluster suite (both take kubelet's ports and
+# /var/lib/kubelet; the cluster is down by then).
+run_node_conformance() {
+  run_listed_specs "node-conformance@$1" node test/node-conformance/specs.txt
 }
 
 # run_conformance NAME ENGINE [critest flags...]: one critest run against a private cridock on ENGINE.

@@ -112,9 +112,10 @@ function busyboxImageEntries(): LayerEntry[] {
     ...applets.map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" })),
     ...binaryEntries("/usr/bin/date", NMETER_DATE),
     { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
-    // busybox 1.37's ash passes environment entries whose names are no shell
-    // identifiers (envFrom keys such as "data-1") on to what it runs; Debian's
-    // 1.35 drops them, and `sh -c env` must print them (the Secrets and
+    // Upstream's busybox image passes environment entries whose names are no
+    // shell identifiers (envFrom keys such as "data-1") on to what its ash
+    // runs; Debian's busybox ash drops them (bookworm's 1.35, and trixie's
+    // 1.37 too), and `sh -c env` must print them (the Secrets and
     // ConfigMap "consumable via the environment" specs). bash run as sh keeps
     // them, at a price: it words errors its own way, and the read-only root
     // filesystem spec compares ash's "/bin/sh: can't create /file: ...".
@@ -189,6 +190,20 @@ function labelled(config: ImageRunConfig, name: string): ImageRunConfig {
   return { ...config, Labels: { ...(config.Labels ?? {}), "cridock.test/conformance-image": name } };
 }
 
+/**
+ * Upstream's kitten and nautilus sit on agnhost, which sits on alpine 3.21;
+ * the ImageVolume spec reads the volume's /etc/os-release and looks for
+ * "Alpine Linux" in it (a file of the base layer, seen through the mount).
+ * These images are not Alpine: the file says what they are and whose base
+ * they stand in for.
+ */
+const PICTURE_OS_RELEASE = [
+  'NAME="cridock conformance image"',
+  "ID=cridock-conformance",
+  'PRETTY_NAME="cridock conformance image, in place of the Alpine Linux 3.21 base of upstream\'s agnhost"',
+  "",
+].join("\n");
+
 /** kitten and nautilus: agnhost serving a picture and data.json naming it from / (test-webserver). */
 function pictureImage(inputs: ConformanceImageInputs, name: "kitten" | "nautilus", tag: string): ImageSpec {
   const html = join(inputs.kubernetesSourceDir, "test/images", name, "html");
@@ -198,6 +213,7 @@ function pictureImage(inputs: ConformanceImageInputs, name: "kitten" | "nautilus
       ...agnhostEntries(inputs),
       { kind: "file", path: `/${name}.jpg`, content: readFileSync(join(html, `${name}.jpg`)) },
       { kind: "file", path: "/data.json", content: readFileSync(join(html, "data.json")) },
+      { kind: "file", path: "/etc/os-release", content: Buffer.from(PICTURE_OS_RELEASE) },
     ],
     config: labelled({ ...AGNHOST_CONFIG, Cmd: ["test-webserver"] }, name),
     registryOnly: true,

@@ -49,3 +49,33 @@ cluster_kubectl() {
 cluster_host_ip() {
   ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p' | head -n 1
 }
+
+# The QoS hierarchy kubelet makes under its cgroupRoot (cgroupsPerQOS, the
+# cgroupfs driver), in every cgroup v1 hierarchy and on a cgroup v2 root:
+# kubepods, its burstable and besteffort children and the pod<uid> cgroups.
+# kubelet never removes kubepods itself. Deepest first; a cgroup that still
+# holds a process stays (rmdir refuses it), and nothing is touched while a
+# kubelet runs on this host, since the hierarchy may be its. A second kubelet
+# on this host needs a cgroupRoot of its own: kubelet removes the pod cgroups
+# under its kubepods that belong to no pod it knows.
+#
+# remove_kubelet_cgroups [ROOT]: ROOT is the cgroupRoot below each
+# hierarchy's mount ("" for /; "/node2" removes /node2/kubepods and /node2).
+remove_kubelet_cgroups() {
+  local under="${1:-}" root
+  pgrep -x kubelet >/dev/null && return 0
+  for root in /sys/fs/cgroup /sys/fs/cgroup/*; do
+    [[ -d "$root" && ! -L "$root" && -f "$root$under/kubepods/cgroup.procs" ]] || continue
+    find "$root$under/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    [[ -z "$under" ]] || rmdir "$root$under" 2>/dev/null || true
+  done
+}
+
+# kubepods_left [ROOT]: the kubepods cgroups under ROOT still on this host, one a line.
+kubepods_left() {
+  local under="${1:-}" root
+  for root in /sys/fs/cgroup /sys/fs/cgroup/*; do
+    [[ -d "$root$under/kubepods" && ! -L "$root" ]] && echo "$root$under/kubepods"
+  done
+  return 0
+}

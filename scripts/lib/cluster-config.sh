@@ -54,10 +54,14 @@ kind: KubeletConfiguration
 failCgroupV1: false
 # No systemd here: cgroupfs, as dockerd uses.
 cgroupDriver: cgroupfs
-# kubeadm turns an empty enforceNodeAllocatable into ["pods"], which needs
-# the QoS cgroup hierarchy; this node runs without it.
-cgroupsPerQOS: false
-enforceNodeAllocatable: ["none"]
+# Pods in kubelet's QoS hierarchy, as on any kubeadm node: kubepods/ (its
+# limit is the node's allocatable: kubeadm's enforceNodeAllocatable ["pods"]),
+# kubepods/burstable, kubepods/besteffort, and a pod<uid> cgroup per pod that
+# cridock hands Docker as every container's CgroupParent. In-place resize
+# needs that pod cgroup: kubelet sizes it before and after the containers.
+# cluster.sh down removes the hierarchy (remove_kubelet_cgroups).
+cgroupsPerQOS: true
+cgroupRoot: /
 # Its own pod log directory: a kubelet removes the log directories of pods it
 # does not know, so two kubelets on one host must not share one.
 podLogsDir: $CLUSTER_STATE_DIR/pod-logs
