@@ -105,31 +105,16 @@ start_cluster_cridock() {
   cri_answers && return 0
   write_cni_config
   log "starting cridock on $CLUSTER_CRI_SOCKET"
-  start_daemon cluster-cridock env UV_THREADPOOL_SIZE=16 node "$CRIDOCK_REPO_ROOT/bin/cridock.js" \
-    --container-runtime-endpoint="unix://$CLUSTER_CRI_SOCKET" \
-    --docker-endpoint="unix://$CLUSTER_DOCKER_SOCKET" \
-    --pod-infra-container-image="registry.k8s.io/pause:$KUBEADM_PAUSE_VERSION" \
-    --root-directory="$CLUSTER_STATE_DIR/cridock" \
-    --cri-dockerd-root-directory= \
-    --cni-conf-dir="$CLUSTER_CNI_CONF_DIR" \
-    --cni-cache-dir="$CLUSTER_STATE_DIR/cni/cache"
+  cridock_command "$CLUSTER_STATE_DIR" "$CLUSTER_CRI_SOCKET" "$CLUSTER_DOCKER_SOCKET" "$CLUSTER_CNI_CONF_DIR"
+  start_daemon cluster-cridock "${CRIDOCK_COMMAND[@]}"
   wait_until 60 cri_answers || die "cridock did not answer within 60 s; see $ENV_LOG_DIR/cluster-cridock.log"
 }
 
-# kubeadm-flags.env holds KUBELET_KUBEADM_ARGS; kubelet runs with the command
-# line of kubeadm's systemd drop-in, nothing more.
+# kubelet runs with the command line of kubeadm's systemd drop-in, nothing more.
 start_cluster_kubelet() {
-  local flags_file="$KUBEADM_KUBELET_DIR/kubeadm-flags.env" KUBELET_KUBEADM_ARGS=""
-  # shellcheck disable=SC1090  # written by kubeadm
-  source "$flags_file"
-  local args=()
-  read -r -a args <<<"$KUBELET_KUBEADM_ARGS"
-  log "starting kubelet: ${args[*]}"
-  start_daemon cluster-kubelet "$KUBERNETES_BIN_DIR/kubelet" \
-    --bootstrap-kubeconfig="$KUBEADM_CONFIG_DIR/bootstrap-kubelet.conf" \
-    --kubeconfig="$KUBEADM_CONFIG_DIR/kubelet.conf" \
-    --config="$KUBEADM_KUBELET_DIR/config.yaml" \
-    "${args[@]}"
+  kubelet_command "$KUBEADM_KUBELET_DIR/kubeadm-flags.env"
+  log "starting kubelet: ${KUBELET_COMMAND[*]}"
+  start_daemon cluster-kubelet "${KUBELET_COMMAND[@]}"
 }
 
 # kubeadm init in the background; kubelet starts once kubeadm has written its
@@ -137,21 +122,12 @@ start_cluster_kubelet() {
 run_kubeadm_init() {
   : >"$KUBEADM_LOG"
   log "kubeadm init (log: $KUBEADM_LOG)"
-  # Its preflight runs `kubelet --version` from PATH.
-  PATH="$KUBERNETES_BIN_DIR:$PATH" "$KUBERNETES_BIN_DIR/kubeadm" init --config "$CLUSTER_KUBEADM_CONFIG" </dev/null >>"$KUBEADM_LOG" 2>&1 &
-  local kubeadm=$! i started=0
-  for ((i = 0; i < 600; i++)); do
-    if ((!started)) && grep -qE '^\[kubelet-start\] .*(kubelet is running properly|running manually)' "$KUBEADM_LOG"; then
-      start_cluster_kubelet
-      started=1
-    fi
-    kill -0 "$kubeadm" 2>/dev/null || break
-    sleep 1
-  done
   local status=0
-  wait "$kubeadm" || status=$?
+  # Its preflight runs `kubelet --version` from PATH.
+  kubeadm_starting_kubelet "$KUBEADM_LOG" start_cluster_kubelet \
+    env PATH="$KUBERNETES_BIN_DIR:$PATH" "$KUBERNETES_BIN_DIR/kubeadm" init --config "$CLUSTER_KUBEADM_CONFIG" || status=$?
   ((status == 0)) || die "kubeadm init failed ($status); see $KUBEADM_LOG and $ENV_LOG_DIR/cluster-kubelet.log"
-  ((started)) || die "kubeadm init never reached its kubelet-start phase; see $KUBEADM_LOG"
+  ((KUBEADM_STARTED_KUBELET)) || die "kubeadm init never reached its kubelet-start phase; see $KUBEADM_LOG"
 }
 
 node_ready() {

@@ -79,3 +79,56 @@ kubepods_left() {
   done
   return 0
 }
+
+# cridock_command STATE_DIR CRI_SOCKET DOCKER_SOCKET CNI_CONF_DIR: sets
+# CRIDOCK_COMMAND to the command line of a node's cridock (each cluster
+# node's and the node suite's): kubeadm's pause image, the node's own state,
+# CNI configuration and CNI cache, and no cri-dockerd state to take over.
+cridock_command() {
+  local state_dir="$1" cri_socket="$2" docker_socket="$3" cni_conf_dir="$4"
+  CRIDOCK_COMMAND=(env UV_THREADPOOL_SIZE=16 node "$CRIDOCK_REPO_ROOT/bin/cridock.js"
+    --container-runtime-endpoint="unix://$cri_socket"
+    --docker-endpoint="unix://$docker_socket"
+    --pod-infra-container-image="registry.k8s.io/pause:$KUBEADM_PAUSE_VERSION"
+    --root-directory="$state_dir/cridock"
+    --cri-dockerd-root-directory=
+    --cni-conf-dir="$cni_conf_dir"
+    --cni-cache-dir="$state_dir/cni/cache")
+}
+
+# kubelet_command FLAGS_FILE: sets KUBELET_COMMAND to kubelet's command line
+# as kubeadm's systemd drop-in gives it, nothing more: the kubeconfigs and
+# config kubeadm wrote, and KUBELET_KUBEADM_ARGS from FLAGS_FILE
+# (kubeadm-flags.env).
+kubelet_command() {
+  local KUBELET_KUBEADM_ARGS="" args=()
+  # shellcheck disable=SC1090  # written by kubeadm
+  source "$1"
+  read -r -a args <<<"$KUBELET_KUBEADM_ARGS"
+  KUBELET_COMMAND=("$KUBERNETES_BIN_DIR/kubelet"
+    --bootstrap-kubeconfig="$KUBEADM_CONFIG_DIR/bootstrap-kubelet.conf"
+    --kubeconfig="$KUBEADM_CONFIG_DIR/kubelet.conf"
+    --config="$KUBEADM_KUBELET_DIR/config.yaml"
+    "${args[@]}")
+}
+
+# kubeadm_starting_kubelet LOG START_KUBELET COMMAND...: runs kubeadm (init or
+# join) in the background with its output in LOG, and calls START_KUBELET once
+# kubeadm has written kubelet's files and said it could not start the kubelet
+# service itself (no systemd here). Returns kubeadm's status;
+# KUBEADM_STARTED_KUBELET is 1 when kubelet was started.
+kubeadm_starting_kubelet() {
+  local log_file="$1" start_kubelet="$2"; shift 2
+  "$@" </dev/null >>"$log_file" 2>&1 &
+  local kubeadm=$! i
+  KUBEADM_STARTED_KUBELET=0
+  for ((i = 0; i < 600; i++)); do
+    if ((!KUBEADM_STARTED_KUBELET)) && grep -qE '^\[kubelet-start\] .*(kubelet is running properly|running manually)' "$log_file"; then
+      "$start_kubelet"
+      KUBEADM_STARTED_KUBELET=1
+    fi
+    kill -0 "$kubeadm" 2>/dev/null || break
+    sleep 1
+  done
+  wait "$kubeadm"
+}

@@ -131,31 +131,17 @@ node2_start_cridock() {
   node2_cri_answers && return 0
   (CLUSTER_STATE_DIR="$NODE2_STATE_DIR" CLUSTER_CNI_CONF_DIR="$NODE2_CNI_CONF_DIR" write_cni_config)
   log "starting node 2's cridock on $NODE2_CRI_SOCKET"
-  start_daemon cluster-node2-cridock "${NODE2_NSENTER[@]}" env UV_THREADPOOL_SIZE=16 node "$CRIDOCK_REPO_ROOT/bin/cridock.js" \
-    --container-runtime-endpoint="unix://$NODE2_CRI_SOCKET" \
-    --docker-endpoint="unix://$NODE2_DOCKER_SOCKET" \
-    --pod-infra-container-image="registry.k8s.io/pause:$KUBEADM_PAUSE_VERSION" \
-    --root-directory="$NODE2_STATE_DIR/cridock" \
-    --cri-dockerd-root-directory= \
-    --cni-conf-dir="$NODE2_CNI_CONF_DIR" \
-    --cni-cache-dir="$NODE2_STATE_DIR/cni/cache"
+  cridock_command "$NODE2_STATE_DIR" "$NODE2_CRI_SOCKET" "$NODE2_DOCKER_SOCKET" "$NODE2_CNI_CONF_DIR"
+  start_daemon cluster-node2-cridock "${NODE2_NSENTER[@]}" "${CRIDOCK_COMMAND[@]}"
   wait_until 60 node2_cri_answers || die "node 2's cridock did not answer within 60 s; see $ENV_LOG_DIR/cluster-node2-cridock.log"
 }
 
 # As start_cluster_kubelet: the command line of kubeadm's systemd drop-in,
 # with the files kubeadm join wrote (in the node's mount namespace).
 node2_start_kubelet() {
-  local flags_file="$NODE2_STATE_DIR/root/var/lib/kubelet/kubeadm-flags.env" KUBELET_KUBEADM_ARGS=""
-  # shellcheck disable=SC1090  # written by kubeadm
-  source "$flags_file"
-  local args=()
-  read -r -a args <<<"$KUBELET_KUBEADM_ARGS"
-  log "starting node 2's kubelet: ${args[*]}"
-  start_daemon cluster-node2-kubelet "${NODE2_NSENTER[@]}" "$KUBERNETES_BIN_DIR/kubelet" \
-    --bootstrap-kubeconfig="$KUBEADM_CONFIG_DIR/bootstrap-kubelet.conf" \
-    --kubeconfig="$KUBEADM_CONFIG_DIR/kubelet.conf" \
-    --config="$KUBEADM_KUBELET_DIR/config.yaml" \
-    "${args[@]}"
+  kubelet_command "$NODE2_STATE_DIR/root/var/lib/kubelet/kubeadm-flags.env"
+  log "starting node 2's kubelet: ${KUBELET_COMMAND[*]}"
+  start_daemon cluster-node2-kubelet "${NODE2_NSENTER[@]}" "${KUBELET_COMMAND[@]}"
 }
 
 # --- join ------------------------------------------------------------------------
@@ -205,23 +191,13 @@ EOF
 node2_run_kubeadm_join() {
   : >"$NODE2_KUBEADM_LOG.join"
   log "kubeadm join (log: $NODE2_KUBEADM_LOG)"
-  node2_in env PATH="$KUBERNETES_BIN_DIR:$PATH" "$KUBERNETES_BIN_DIR/kubeadm" join --config "$NODE2_JOIN_CONFIG" \
-    </dev/null >"$NODE2_KUBEADM_LOG.join" 2>&1 &
-  local kubeadm=$! i started=0
-  for ((i = 0; i < 600; i++)); do
-    if ((!started)) && grep -qE '^\[kubelet-start\] .*(kubelet is running properly|running manually)' "$NODE2_KUBEADM_LOG.join"; then
-      node2_start_kubelet
-      started=1
-    fi
-    kill -0 "$kubeadm" 2>/dev/null || break
-    sleep 1
-  done
   local status=0
-  wait "$kubeadm" || status=$?
+  kubeadm_starting_kubelet "$NODE2_KUBEADM_LOG.join" node2_start_kubelet \
+    node2_in env PATH="$KUBERNETES_BIN_DIR:$PATH" "$KUBERNETES_BIN_DIR/kubeadm" join --config "$NODE2_JOIN_CONFIG" || status=$?
   cat "$NODE2_KUBEADM_LOG.join" >>"$NODE2_KUBEADM_LOG"
   rm -f "$NODE2_KUBEADM_LOG.join"
   ((status == 0)) || die "kubeadm join failed ($status); see $NODE2_KUBEADM_LOG and $ENV_LOG_DIR/cluster-node2-kubelet.log"
-  ((started)) || die "kubeadm join never reached its kubelet-start phase; see $NODE2_KUBEADM_LOG"
+  ((KUBEADM_STARTED_KUBELET)) || die "kubeadm join never reached its kubelet-start phase; see $NODE2_KUBEADM_LOG"
 }
 
 node2_pod_cidr() {

@@ -162,15 +162,8 @@ EOF
 start_node_cridock() {
   write_node_cni_config
   log "starting cridock on $NODE_SUITE_CRI_SOCKET in /$NODE_SUITE_CGROUP"
-  start_daemon node-e2e-cridock bash -c "$(in_cgroup_command "$NODE_SUITE_CGROUP")" in-cgroup \
-    env UV_THREADPOOL_SIZE=16 node "$CRIDOCK_REPO_ROOT/bin/cridock.js" \
-    --container-runtime-endpoint="unix://$NODE_SUITE_CRI_SOCKET" \
-    --docker-endpoint="unix://$NODE_SUITE_DOCKER_SOCKET" \
-    --pod-infra-container-image="registry.k8s.io/pause:$KUBEADM_PAUSE_VERSION" \
-    --root-directory="$NODE_SUITE_STATE_DIR/cridock" \
-    --cri-dockerd-root-directory= \
-    --cni-conf-dir="$NODE_SUITE_STATE_DIR/cni/net.d" \
-    --cni-cache-dir="$NODE_SUITE_STATE_DIR/cni/cache"
+  cridock_command "$NODE_SUITE_STATE_DIR" "$NODE_SUITE_CRI_SOCKET" "$NODE_SUITE_DOCKER_SOCKET" "$NODE_SUITE_STATE_DIR/cni/net.d"
+  start_daemon node-e2e-cridock bash -c "$(in_cgroup_command "$NODE_SUITE_CGROUP")" in-cgroup "${CRIDOCK_COMMAND[@]}"
   wait_until 60 node_cri_answers || die "cridock did not answer within 60 s; see $ENV_LOG_DIR/node-e2e-cridock.log"
 }
 

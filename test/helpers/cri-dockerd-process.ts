@@ -9,8 +9,7 @@ import { spawn } from "node:child_process";
 import { mkdtemp, rm, rmdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CriClient } from "./cri-client.ts";
-import { accepts, type CridockProcess } from "./cridock-process.ts";
+import { type CridockProcess, serveChild } from "./cridock-process.ts";
 
 export interface CriDockerdOptions {
   binary: string;
@@ -33,40 +32,7 @@ export async function startCriDockerdProcess(options: CriDockerdOptions): Promis
     [...flags, `--container-runtime-endpoint=unix://${socketPath}`, `--cri-dockerd-root-directory=${rootDirectory}`],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
-  let output = "";
-  const take = (d: Buffer) => (output = (output + d.toString()).slice(-2_000_000));
-  child.stdout!.on("data", take);
-  child.stderr!.on("data", take);
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
-  while (!(await accepts(socketPath))) {
-    if (child.exitCode !== null) throw new Error(`cri-dockerd exited with ${child.exitCode} before serving:\n${output}`);
-    if (Date.now() > deadline) {
-      child.kill("SIGKILL");
-      throw new Error(`cri-dockerd did not serve on ${socketPath} in time:\n${output}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  const client = new CriClient(socketPath);
-  const cleanScratch = () => (options.socketPath || options.rootDirectory ? rmdir(scratch).catch(() => undefined) : rm(scratch, { recursive: true, force: true }));
-  return {
-    socketPath,
-    rootDirectory,
-    child,
-    client,
-    logs: () => output,
-    async stop() {
-      client.close();
-      if (child.exitCode === null) child.kill("SIGTERM");
-      const code = await exited;
-      await cleanScratch();
-      return code;
-    },
-    async kill() {
-      client.close();
-      if (child.exitCode === null) child.kill("SIGKILL");
-      await exited;
-      await rmdir(scratch).catch(() => undefined);
-    },
-  };
+  const cleanScratch = () =>
+    options.socketPath || options.rootDirectory ? rmdir(scratch).catch(() => undefined) : rm(scratch, { recursive: true, force: true });
+  return serveChild({ name: "cri-dockerd", child, socketPath, rootDirectory, scratch, cleanScratch, startTimeoutMs: options.startTimeoutMs, outputLimit: 2_000_000 });
 }

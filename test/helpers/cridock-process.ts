@@ -76,18 +76,45 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
     env: { UV_THREADPOOL_SIZE: "16", ...process.env, ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  return serveChild({ name: "cridock", child, socketPath, rootDirectory, scratch, cleanScratch, startTimeoutMs: options.startTimeoutMs });
+}
+
+/** A runtime child process just spawned, with the paths it serves on and what its stop removes. */
+export interface SpawnedRuntime {
+  /** What errors call it ("cridock", "cri-dockerd"). */
+  name: string;
+  child: ChildProcess;
+  socketPath: string;
+  rootDirectory: string;
+  /** The scratch directory holding what the caller did not place. */
+  scratch: string;
+  /** Removes the scratch directory after a stop. */
+  cleanScratch(): Promise<unknown>;
+  /** Waits for the socket at most this long (30 s). */
+  startTimeoutMs?: number;
+  /** Keeps only this much of the child's output (all of it when unset). */
+  outputLimit?: number;
+}
+
+/** Waits until a spawned runtime serves on its socket, and gives the handle tests stop or kill it with. */
+export async function serveChild(spawned: SpawnedRuntime): Promise<CridockProcess> {
+  const { name, child, socketPath, rootDirectory, scratch } = spawned;
   let output = "";
-  child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
-  child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+  const take = (d: Buffer) => {
+    output += d.toString();
+    if (spawned.outputLimit && output.length > spawned.outputLimit) output = output.slice(-spawned.outputLimit);
+  };
+  child.stdout!.on("data", take);
+  child.stderr!.on("data", take);
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
 
-  const deadline = Date.now() + (options.startTimeoutMs ?? 30_000);
+  const deadline = Date.now() + (spawned.startTimeoutMs ?? 30_000);
   // Serving means the socket accepts connections (whatever the log level).
   while (!(await accepts(socketPath))) {
-    if (child.exitCode !== null) throw new Error(`cridock exited with ${child.exitCode} before serving:\n${output}`);
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode} before serving:\n${output}`);
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
-      throw new Error(`cridock did not serve on ${socketPath} in time:\n${output}`);
+      throw new Error(`${name} did not serve on ${socketPath} in time:\n${output}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -102,7 +129,7 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
       client.close();
       if (child.exitCode === null) child.kill("SIGTERM");
       const code = await exited;
-      await cleanScratch();
+      await spawned.cleanScratch();
       return code;
     },
     async kill() {

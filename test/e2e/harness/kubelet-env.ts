@@ -133,19 +133,21 @@ export class KubeletEnv {
   }
 
   async startCridock(): Promise<void> {
+    // What cri-dockerd and cridock share: the node's engine, pause image and CNI.
+    const nodeFlags = [
+      `--docker-endpoint=${this.dockerd.endpoint}`,
+      `--pod-infra-container-image=${PAUSE_IMAGE}`,
+      "--network-plugin=cni",
+      `--cni-conf-dir=${this.cni.dir}`,
+      `--cni-bin-dir=${CNI_BIN_DIR}`,
+      `--cni-cache-dir=${this.cniCache}`,
+    ];
     if (this.options.criDockerd) {
       this.cridock = await startCriDockerdProcess({
         binary: this.options.criDockerd,
         socketPath: this.socketPath,
         rootDirectory: this.cridockRoot,
-        flags: [
-          `--docker-endpoint=${this.dockerd.endpoint}`,
-          `--pod-infra-container-image=${PAUSE_IMAGE}`,
-          "--network-plugin=cni",
-          `--cni-conf-dir=${this.cni.dir}`,
-          `--cni-bin-dir=${CNI_BIN_DIR}`,
-          `--cni-cache-dir=${this.cniCache}`,
-        ],
+        flags: nodeFlags,
       });
       return;
     }
@@ -154,12 +156,7 @@ export class KubeletEnv {
       socketPath: this.socketPath,
       rootDirectory: this.cridockRoot,
       flags: [
-        `--docker-endpoint=${this.dockerd.endpoint}`,
-        `--pod-infra-container-image=${PAUSE_IMAGE}`,
-        "--network-plugin=cni",
-        `--cni-conf-dir=${this.cni.dir}`,
-        `--cni-bin-dir=${CNI_BIN_DIR}`,
-        `--cni-cache-dir=${this.cniCache}`,
+        ...nodeFlags,
         "--streaming-bind-addr=127.0.0.1:0",
         ...(this.metricsPort ? [`--metrics-bind-addr=127.0.0.1:${this.metricsPort}`] : []),
         `--log-level=${this.options.cridockLogLevel ?? "info"}`,

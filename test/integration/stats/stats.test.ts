@@ -1,7 +1,7 @@
 // Container and pod stats read from the kernel: a busy container shows CPU, a
 // container holding memory shows it in its working set, a file written into
 // the rootfs shows in the writable layer, filters select what they say.
-import t from "tap";
+import t, { type Test } from "tap";
 import { access, readdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness } from "../containers/harness.ts";
 import { grpcStatus } from "../../helpers/cri-client.ts";
@@ -123,17 +123,22 @@ t.test("stats of a pod with a busy container and a memory-holding container", as
   });
 });
 
-t.test("a pod with a cgroup of its own (kubelet's cgroup parent) reports that cgroup's pressure", async (t) => {
-  const h = await startHarness();
-  t.teardown(() => h.close());
-  const parent = `/cridock-test-psi-${process.pid}`;
-  // Docker makes the parent in every hierarchy and leaves it: remove it after the pod.
+/** A cgroup parent for a test pod, removed after it: Docker makes it in every hierarchy and leaves it. */
+function podCgroupParent(t: Test, name: string): string {
+  const parent = `/cridock-test-${name}-${process.pid}`;
   t.teardown(async () => {
     for (const dir of await readdir("/sys/fs/cgroup").catch(() => [] as string[])) {
       await rmdir(`/sys/fs/cgroup/${dir}${parent}`).catch(() => undefined);
     }
     await rmdir(`/sys/fs/cgroup${parent}`).catch(() => undefined);
   });
+  return parent;
+}
+
+t.test("a pod with a cgroup of its own (kubelet's cgroup parent) reports that cgroup's pressure", async (t) => {
+  const h = await startHarness();
+  t.teardown(() => h.close());
+  const parent = podCgroupParent(t, "psi");
   const pod = await runPod(h, { linux: { cgroupParent: parent } });
   t.teardown(() => removePod(h, pod.podSandboxId));
   const id = await createContainer(h, pod, containerConfig("loop", ["sh", "-c", "while :; do :; done"]));
@@ -157,13 +162,7 @@ t.test("a pod with a cgroup of its own (kubelet's cgroup parent) reports that cg
 t.test("a pod with a cgroup of its own reports the available memory under that cgroup's limit", async (t) => {
   const h = await startHarness();
   t.teardown(() => h.close());
-  const parent = `/cridock-test-limit-${process.pid}`;
-  t.teardown(async () => {
-    for (const dir of await readdir("/sys/fs/cgroup").catch(() => [] as string[])) {
-      await rmdir(`/sys/fs/cgroup/${dir}${parent}`).catch(() => undefined);
-    }
-    await rmdir(`/sys/fs/cgroup${parent}`).catch(() => undefined);
-  });
+  const parent = podCgroupParent(t, "limit");
   const pod = await runPod(h, { linux: { cgroupParent: parent } });
   t.teardown(() => removePod(h, pod.podSandboxId));
   const id = await createContainer(h, pod, containerConfig("sleeper", ["sleep", "3600"]));
