@@ -156,10 +156,11 @@ run_cluster() {
 # scripts/k8s-conformance.sh SUITE (e2e: against the cluster that is up;
 # node: its own dockerd of the Engine 29 build, cridock and kubelet, torn
 # down after), which builds or reuses the test binaries and the images they
-# pull. Two ginkgo processes. Each listed spec counts in the closing line; a
-# listed spec that did not run (renamed upstream, or the suite died first) or
-# a spec run outside the list is a failure (scripts/k8s-spec-list.ts). The
-# results stay in $ENV_LOG_DIR when the run failed.
+# pull. Three ginkgo processes (the specs mostly wait on pods). Each listed
+# spec counts in the closing line; a listed spec that did not run (renamed
+# upstream, or the suite died first) or a spec run outside the list is a
+# failure (scripts/k8s-spec-list.ts). The results stay in $ENV_LOG_DIR when
+# the run failed.
 run_listed_specs() {
   local name="$1" suite="$2" list="$3" status=0 focus dir
   dir="$RESULTS_DIR/$name"
@@ -169,7 +170,7 @@ run_listed_specs() {
     return 0
   fi
   CRIDOCK_CONFORMANCE_RESULTS="$dir" \
-    bash "$CRIDOCK_REPO_ROOT/scripts/k8s-conformance.sh" "$suite" --procs=2 --focus="$focus" </dev/null || status=$?
+    bash "$CRIDOCK_REPO_ROOT/scripts/k8s-conformance.sh" "$suite" --procs=3 --focus="$focus" </dev/null || status=$?
   if [[ -f "$dir/report.json" ]] &&
     (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts count "$list" "$dir/report.json" "$dir.json"); then
     SUMMARY_ARGS+=(--counts "$name=$dir.json")
