@@ -2,11 +2,13 @@
 # Builds crictl and critest (cri-tools v1.36.0) with Go into
 # ${CRIDOCK_TOOLS_DIR:-/var/cache/cridock-tools}/bin, unless a version stamp
 # says they are there already. critest is the Ginkgo test binary of
-# cmd/critest (`go test -c`), as upstream's Makefile builds it.
+# cmd/critest (`go test -c`), as upstream's Makefile builds it. Beside it
+# goes the ginkgo CLI at the version cri-tools' go.mod pins: critest's
+# -parallel=N runs its specs in N processes through the `ginkgo` on the PATH.
 #
 # Usage: install-cri-tools.sh [--check|--link] [crictl]
 #   crictl   crictl alone: what running cridock needs (scripts/run-cridock.sh);
-#            critest is the tests'
+#            critest and ginkgo are the tests'
 #   --check  build nothing: exit 0 when the tools are there, 1 otherwise
 #   --link   then link crictl into /usr/local/bin when no crictl is on the
 #            PATH (recorded for scripts/env-teardown.sh)
@@ -32,13 +34,13 @@ installed() {
     [[ -f "$LEGACY_STAMP" && "$(cat "$LEGACY_STAMP")" == "$CRI_TOOLS_VERSION" ]]
 }
 
-# build_tools GO TOOL...: builds the named tools (crictl, critest) from one download of the module.
+# build_tools GO TOOL...: builds the named tools (crictl, critest, ginkgo) from one download of the module.
 build_tools() {
   local go="$1" scratch module_dir ldflags tool; shift
   scratch="$(mktemp -d /tmp/cridock-cri-tools.XXXXXX)"
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '$scratch'" EXIT
-  log "building $* $CRI_TOOLS_VERSION (a few minutes; log: $ENV_LOG_DIR/cri-tools.log)"
+  log "building $* from cri-tools $CRI_TOOLS_VERSION (a few minutes; log: $ENV_LOG_DIR/cri-tools.log)"
   module_dir="$("$go" mod download -json "$MODULE@$CRI_TOOLS_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
   [[ -n "$module_dir" && -d "$module_dir" ]] || die "go mod download $MODULE@$CRI_TOOLS_VERSION gave no module directory"
   # The module cache is read-only; build in a writable copy.
@@ -52,12 +54,14 @@ build_tools() {
       case "$tool" in
         crictl) "$go" build -mod=mod -trimpath -ldflags "$ldflags" -o "$scratch/crictl" ./cmd/crictl ;;
         critest) CGO_ENABLED=0 "$go" test -mod=mod -trimpath -ldflags "$ldflags" -c -o "$scratch/critest" ./cmd/critest ;;
+        # The CLI from the module graph critest was built in, so both speak the same ginkgo.
+        ginkgo) CGO_ENABLED=0 "$go" build -mod=mod -trimpath -o "$scratch/ginkgo" github.com/onsi/ginkgo/v2/ginkgo ;;
       esac
     ) </dev/null >>"$ENV_LOG_DIR/cri-tools.log" 2>&1 || die "building $tool failed; see $ENV_LOG_DIR/cri-tools.log"
     install -m 0755 "$scratch/$tool" "$BIN_DIR/$tool"
     echo "$CRI_TOOLS_VERSION" >"$BIN_DIR/.$tool-version"
   done
-  log "installed $* $CRI_TOOLS_VERSION in $BIN_DIR"
+  log "installed $* from cri-tools $CRI_TOOLS_VERSION in $BIN_DIR"
 }
 
 CRICTL_LINK="/usr/local/bin/crictl"
@@ -72,7 +76,7 @@ link_crictl() {
 }
 
 main() {
-  local wanted=(crictl critest) missing=() tool check=0 link=0
+  local wanted=(crictl critest ginkgo) missing=() tool check=0 link=0
   case "${1:-}" in
     --check) check=1; shift ;;
     --link) link=1; shift ;;

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startCridockProcess, type CridockProcess } from "../helpers/cridock-process.ts";
-import { CRITEST, TEST_DOCKER_ENDPOINT, TEST_DOCKER_SOCKET, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
+import { CRITEST, CRI_TOOLS_BIN_DIR, TEST_DOCKER_ENDPOINT, TEST_DOCKER_SOCKET, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
 import { request } from "node:http";
 import { countJunit, countSummaryLine, type SpecCounts } from "./junit.ts";
 import { ginkgoFlags, readFocusDir, readSkipFile, skipsForEngine } from "./spec-lists.ts";
@@ -76,10 +76,27 @@ function dockerVersion(): Promise<string> {
   });
 }
 
+/** Signals a process group whose leader may be gone (its members may not be). */
+function signalGroup(pid: number | undefined, signal: NodeJS.Signals): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // ESRCH: the whole group has exited already.
+  }
+}
+
 /** Runs critest to its end (or kills it at the deadline); resolves to its exit code and its output. */
 function runCritest(args: string[], cwd: string, timeoutSeconds: number): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(CRITEST, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(CRITEST, args, {
+      cwd,
+      stdio: ["ignore", "pipe", "pipe"],
+      // critest -parallel=N runs the ginkgo CLI from the PATH, which install-cri-tools.sh puts beside it.
+      env: { ...process.env, PATH: `${CRI_TOOLS_BIN_DIR}:${process.env.PATH ?? ""}` },
+      // Its own process group: with -parallel, ginkgo and its N critest processes go with it at the deadline.
+      detached: true,
+    });
     let output = "";
     const relay = (stream: NodeJS.WriteStream) => (chunk: Buffer) => {
       output += chunk.toString();
@@ -89,8 +106,8 @@ function runCritest(args: string[], cwd: string, timeoutSeconds: number): Promis
     child.stderr!.on("data", relay(process.stderr));
     const timer = setTimeout(() => {
       process.stderr.write(`conformance: critest ran past ${timeoutSeconds}s; stopping it\n`);
-      child.kill("SIGTERM");
-      setTimeout(() => child.kill("SIGKILL"), 10_000).unref();
+      signalGroup(child.pid, "SIGTERM");
+      setTimeout(() => signalGroup(child.pid, "SIGKILL"), 10_000).unref();
     }, timeoutSeconds * 1000);
     child.once("error", (err) => {
       clearTimeout(timer);
