@@ -86,17 +86,8 @@ start_cluster_dockerd() {
   mkdir -p "$CLUSTER_RUN_DIR" "$CLUSTER_STATE_DIR/docker"
   ip link show "$CLUSTER_DOCKER_BRIDGE" >/dev/null 2>&1 || ip link add "$CLUSTER_DOCKER_BRIDGE" type bridge
   log "starting the cluster's dockerd (Engine $DOCKER_ENGINE_VERSION) on $CLUSTER_DOCKER_SOCKET"
-  # Its own bridge and no iptables of its own: pods are on the CNI network, and kube-proxy owns the Service rules.
-  start_daemon cluster-dockerd env PATH="$bin:$PATH" "$bin/dockerd" \
-    --host="unix://$CLUSTER_DOCKER_SOCKET" \
-    --data-root="$CLUSTER_STATE_DIR/docker" \
-    --exec-root="$CLUSTER_RUN_DIR/docker-exec" \
-    --pidfile="$CLUSTER_RUN_DIR/dockerd.pid" \
-    --bridge="$CLUSTER_DOCKER_BRIDGE" \
-    --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
-    --userland-proxy-path="$bin/docker-proxy" \
-    --containerd-namespace=cridock-cluster \
-    --containerd-plugins-namespace=cridock-cluster-plugins
+  private_dockerd_command "$bin" "$CLUSTER_DOCKER_SOCKET" "$CLUSTER_STATE_DIR" "$CLUSTER_RUN_DIR" "$CLUSTER_DOCKER_BRIDGE" cridock-cluster
+  start_daemon cluster-dockerd "${DOCKERD_COMMAND[@]}"
   wait_until 60 socket_answers "$CLUSTER_DOCKER_SOCKET" http://docker/_ping ||
     die "the cluster's dockerd did not answer within 60 s; see $ENV_LOG_DIR/cluster-dockerd.log"
 }
@@ -140,7 +131,7 @@ dns_answers() {
   local dns_ip
   dns_ip="$(cluster_kubectl -n kube-system get service kube-dns -o 'jsonpath={.spec.clusterIP}' 2>/dev/null)" || return 1
   [[ -n "$dns_ip" ]] || return 1
-  busybox nslookup "kubernetes.default.svc.$CLUSTER_DNS_DOMAIN" "$dns_ip" 2>/dev/null | grep -q "Address.*${CLUSTER_SERVICE_SUBNET%.*/*}"
+  grep -q "Address.*${CLUSTER_SERVICE_SUBNET%.*/*}" <<<"$(busybox nslookup "kubernetes.default.svc.$CLUSTER_DNS_DOMAIN" "$dns_ip" 2>/dev/null)"
 }
 
 wait_ready() {
@@ -221,12 +212,7 @@ remove_created() {
 
 # Whether up left anything: its directories or a daemon's pid file.
 cluster_present() {
-  local name
-  [[ -d "$CLUSTER_STATE_DIR" || -d "$CLUSTER_RUN_DIR" ]] && return 0
-  for name in "${CLUSTER_DAEMONS[@]}"; do
-    [[ -f "$ENV_RUN_DIR/$name.pid" ]] && return 0
-  done
-  return 1
+  traces_present "${CLUSTER_DAEMONS[*]}" "$CLUSTER_STATE_DIR" "$CLUSTER_RUN_DIR"
 }
 
 # kubeadm reset calls RemovePodSandbox only after a StopPodSandbox succeeded,
@@ -289,7 +275,9 @@ verify_clean() {
   for name in "$CLUSTER_CNI_BRIDGE" "$CLUSTER_DOCKER_BRIDGE"; do
     ip link show "$name" >/dev/null 2>&1 && left+=("bridge $name")
   done
-  iptables-save 2>/dev/null | grep -q '^:KUBE-\(SERVICES\|NODEPORTS\|POSTROUTING\|FORWARD\|PROXY-FIREWALL\) ' &&
+  # The whole dump is read first: grep -q at a pipeline's end would stop
+  # iptables-save early, and pipefail would then report the chains gone.
+  grep -q '^:KUBE-\(SERVICES\|NODEPORTS\|POSTROUTING\|FORWARD\|PROXY-FIREWALL\) ' <<<"$(iptables-save 2>/dev/null)" &&
     left+=("kube-proxy's iptables chains")
   if ! pgrep -x kubelet >/dev/null; then
     for path in $(kubepods_left); do left+=("cgroup $path"); done

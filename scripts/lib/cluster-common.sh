@@ -80,6 +80,41 @@ kubepods_left() {
   return 0
 }
 
+# traces_present "DAEMON..." DIR...: whether a node left anything: one of
+# its directories, or a pid file of one of its daemons.
+traces_present() {
+  local daemons name path
+  read -ra daemons <<<"$1"
+  shift
+  for path in "$@"; do
+    [[ -d "$path" ]] && return 0
+  done
+  for name in "${daemons[@]}"; do
+    [[ -f "$ENV_RUN_DIR/$name.pid" ]] && return 0
+  done
+  return 1
+}
+
+# private_dockerd_command BIN SOCKET STATE_DIR RUN_DIR BRIDGE NAMESPACE: sets
+# DOCKERD_COMMAND to the command line of a private dockerd of the Engine 29
+# build in BIN (each cluster node's and the node suite's): its own socket,
+# data and exec roots, pid file, bridge and containerd namespaces, and no
+# iptables, masquerading or forwarding of its own (pods are on the CNI
+# network, and kube-proxy owns the Service rules).
+private_dockerd_command() {
+  local bin="$1" socket="$2" state_dir="$3" run_dir="$4" bridge="$5" namespace="$6"
+  DOCKERD_COMMAND=(env PATH="$bin:$PATH" "$bin/dockerd"
+    --host="unix://$socket"
+    --data-root="$state_dir/docker"
+    --exec-root="$run_dir/docker-exec"
+    --pidfile="$run_dir/dockerd.pid"
+    --bridge="$bridge"
+    --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false
+    --userland-proxy-path="$bin/docker-proxy"
+    --containerd-namespace="$namespace"
+    --containerd-plugins-namespace="$namespace-plugins")
+}
+
 # cridock_command STATE_DIR CRI_SOCKET DOCKER_SOCKET CNI_CONF_DIR: sets
 # CRIDOCK_COMMAND to the command line of a node's cridock (each cluster
 # node's and the node suite's): kubeadm's pause image, the node's own state,

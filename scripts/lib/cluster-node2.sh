@@ -111,16 +111,9 @@ node2_start_dockerd() {
   node2_docker_answers && return 0
   mkdir -p "$NODE2_STATE_DIR/docker"
   log "starting node 2's dockerd (Engine $DOCKER_ENGINE_VERSION) on $NODE2_DOCKER_SOCKET"
-  start_daemon cluster-node2-dockerd "${NODE2_NSENTER[@]}" env PATH="$bin:$PATH" "$bin/dockerd" \
-    --host="unix://$NODE2_DOCKER_SOCKET" \
-    --data-root="$NODE2_STATE_DIR/docker" \
-    --exec-root="$NODE2_RUN_DIR/docker-exec" \
-    --pidfile="$NODE2_RUN_DIR/dockerd.pid" \
-    --bridge="$CLUSTER_DOCKER_BRIDGE" \
-    --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
-    --userland-proxy-path="$bin/docker-proxy" \
-    --containerd-namespace=cridock-node2 \
-    --containerd-plugins-namespace=cridock-node2-plugins
+  # Inside node 2's namespaces, its bridge has the first node's bridge's name.
+  private_dockerd_command "$bin" "$NODE2_DOCKER_SOCKET" "$NODE2_STATE_DIR" "$NODE2_RUN_DIR" "$CLUSTER_DOCKER_BRIDGE" cridock-node2
+  start_daemon cluster-node2-dockerd "${NODE2_NSENTER[@]}" "${DOCKERD_COMMAND[@]}"
   wait_until 60 node2_docker_answers ||
     die "node 2's dockerd did not answer within 60 s; see $ENV_LOG_DIR/cluster-node2-dockerd.log"
 }
@@ -248,14 +241,10 @@ node2_up() {
 
 # --- down ------------------------------------------------------------------------
 
+# Whether node 2 left anything: its namespaces, directories or daemons' pid files.
 node2_present() {
-  local name
-  node2_netns_exists || node2_mount_ns_exists && return 0
-  [[ -d "$NODE2_STATE_DIR" || -d "$NODE2_RUN_DIR" ]] && return 0
-  for name in "${NODE2_DAEMONS[@]}"; do
-    [[ -f "$ENV_RUN_DIR/$name.pid" ]] && return 0
-  done
-  return 1
+  node2_netns_exists || node2_mount_ns_exists ||
+    traces_present "${NODE2_DAEMONS[*]}" "$NODE2_STATE_DIR" "$NODE2_RUN_DIR"
 }
 
 # The node object goes (the first node's API server would keep it NotReady),

@@ -114,18 +114,10 @@ start_node_dockerd() {
   ip link show "$NODE_SUITE_DOCKER_BRIDGE" >/dev/null 2>&1 || ip link add "$NODE_SUITE_DOCKER_BRIDGE" type bridge
   log "starting the node suite's dockerd (Engine $DOCKER_ENGINE_VERSION) on $NODE_SUITE_DOCKER_SOCKET in /$NODE_SUITE_CGROUP"
   # The images come from the TLS mirror like any pull; nothing is preloaded.
+  private_dockerd_command "$bin" "$NODE_SUITE_DOCKER_SOCKET" "$NODE_SUITE_STATE_DIR" "$NODE_SUITE_RUN_DIR" "$NODE_SUITE_DOCKER_BRIDGE" cridock-node-e2e
+  # The runtime handler the RuntimeClass specs name.
   start_daemon node-e2e-dockerd bash -c "$(in_cgroup_command "$NODE_SUITE_CGROUP")" in-cgroup \
-    env PATH="$bin:$PATH" "$bin/dockerd" \
-    --host="unix://$NODE_SUITE_DOCKER_SOCKET" \
-    --data-root="$NODE_SUITE_STATE_DIR/docker" \
-    --exec-root="$NODE_SUITE_RUN_DIR/docker-exec" \
-    --pidfile="$NODE_SUITE_RUN_DIR/dockerd.pid" \
-    --bridge="$NODE_SUITE_DOCKER_BRIDGE" \
-    --iptables=false --ip6tables=false --ip-masq=false --ip-forward=false \
-    --userland-proxy-path="$bin/docker-proxy" \
-    --add-runtime="$NODE_SUITE_RUNTIME_HANDLER=$bin/runc" \
-    --containerd-namespace=cridock-node-e2e \
-    --containerd-plugins-namespace=cridock-node-e2e-plugins
+    "${DOCKERD_COMMAND[@]}" --add-runtime="$NODE_SUITE_RUNTIME_HANDLER=$bin/runc"
   wait_until 60 node_socket_answers "$NODE_SUITE_DOCKER_SOCKET" ||
     die "the node suite's dockerd did not answer within 60 s; see $ENV_LOG_DIR/node-e2e-dockerd.log"
 }
