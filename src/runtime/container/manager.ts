@@ -116,9 +116,12 @@ export class ContainerManager {
 
   async start(id: string): Promise<void> {
     const timer = new StepTimer("StartContainer");
-    const found = await timer.time("docker.list", () => this.mustFind(id));
-    await this.locks.run(found.Id, async () => {
-      const c = await timer.time("docker.inspect", () => this.docker.inspectContainer(found.Id));
+    // One inspect, under the lock (a full id needs no lookup before it).
+    const fullId = await timer.time("docker.list", () => this.fullIdOf(id));
+    if (!fullId) throw notFound(`container ${id} does not exist`);
+    await this.locks.run(fullId, async () => {
+      const c = await timer.time("docker.inspect", () => this.inspectOwn(fullId));
+      if (!c) throw notFound(`container ${id} does not exist`);
       if (c.State.Status !== "created" || c.State.ExitCode !== 0) {
         throw failedPrecondition(`container ${id} is ${c.State.Status} and cannot be started again; create a new one`);
       }
@@ -299,13 +302,19 @@ export class ContainerManager {
 
   /** The container with this id or unique id prefix (not a sandbox); undefined if none. */
   private async find(id: string): Promise<ContainerInspect | undefined> {
+    const fullId = await this.fullIdOf(id);
+    return fullId ? this.inspectOwn(fullId) : undefined;
+  }
+
+  /** The full id `id` names: itself when it is one, else the container's whose id it prefixes (undefined if none). */
+  private async fullIdOf(id: string): Promise<string | undefined> {
     validateId(id, "container");
-    let fullId = id;
-    if (!FULL_ID.test(id)) {
-      const summary = await findByIdOrPrefix(this.docker, TYPE_CONTAINER, id, "container");
-      if (!summary) return undefined;
-      fullId = summary.Id;
-    }
+    if (FULL_ID.test(id)) return id;
+    return (await findByIdOrPrefix(this.docker, TYPE_CONTAINER, id, "container"))?.Id;
+  }
+
+  /** Docker's inspect of a CRI container (not a sandbox); undefined if there is none with this full id. */
+  private async inspectOwn(fullId: string): Promise<ContainerInspect | undefined> {
     try {
       const c = await this.docker.inspectContainer(fullId);
       return c.Config.Labels?.[TYPE_LABEL] === TYPE_CONTAINER ? c : undefined;
