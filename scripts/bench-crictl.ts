@@ -14,10 +14,15 @@
  * Prints per runtime and round: each phase's median latency per call, the
  * runtime's CPU seconds for each phase and for the whole workload
  * (/proc/<pid>/stat, all threads), and its RSS after the workload; then the
- * cridock / cri-dockerd ratios taken within each round.
+ * ratios to cridock's figures taken within each round. --compare-cridock
+ * adds another tree's bin/cridock.js to the rounds (before and after a
+ * change, in the same conditions); --cpu-prof writes a V8 CPU profile of
+ * each cridock process on Node into a directory (one file per process and
+ * round, written when it stops).
  *
  *   tsx scripts/bench-crictl.ts [--rounds 2] [--cycles 10] [--containers 40] [--stats 10]
- *       [--lists 20] [--execs 20] [--compare-cri-dockerd <binary>] [--runtime node|deno]
+ *       [--lists 20] [--execs 20] [--compare-cri-dockerd <binary>] [--compare-cridock <bin/cridock.js>]
+ *       [--runtime node|deno] [--cpu-prof <dir>]
  *
  * Needs the test environment (scripts/env-setup.sh) with crictl, and root.
  */
@@ -41,13 +46,17 @@ const { values } = parseArgs({
     execs: { type: "string", default: "20" },
     runtime: { type: "string", default: "node" },
     "compare-cri-dockerd": { type: "string" },
+    "compare-cridock": { type: "string" },
+    "cpu-prof": { type: "string" },
   },
 });
 const n = (k: "rounds" | "cycles" | "containers" | "stats" | "lists" | "execs") => Number(values[k]);
 if (values.runtime !== "node" && values.runtime !== "deno") throw new Error("--runtime is node or deno");
+const profiled = values["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`] : undefined;
 const runtimes: RuntimeKind[] = [
-  { kind: "cridock", runtime: values.runtime },
+  { kind: "cridock", runtime: values.runtime, nodeFlags: values.runtime === "node" ? profiled : undefined },
   ...(values["compare-cri-dockerd"] ? [{ kind: "cri-dockerd" as const, binary: values["compare-cri-dockerd"] }] : []),
+  ...(values["compare-cridock"] ? [{ kind: "cridock" as const, runtime: "node" as const, entry: values["compare-cridock"], nodeFlags: profiled }] : []),
 ];
 const PHASES = ["sandbox", "create", "stats", "ps", "exec", "teardown"] as const;
 type Phase = (typeof PHASES)[number];
@@ -163,13 +172,18 @@ for (let round = 0; round < n("rounds"); round++) {
 }
 
 if (runtimes.length > 1) {
-  console.log(`\n| round | measure | ${runtimeName(runtimes[0]!)} | ${runtimeName(runtimes[1]!)} | ratio |\n|---|---|---|---|---|`);
-  for (const [i, [a, b]] of perRound.entries()) {
-    const row = (label: string, x: number, y: number, digits: number) =>
-      console.log(`| ${i + 1} | ${label} | ${x.toFixed(digits)} | ${y.toFixed(digits)} | ${y > 0 ? `${(x / y).toFixed(2)}×` : "–"} |`);
-    row("CPU, whole workload (s)", a!.cpuTotal, b!.cpuTotal, 2);
-    row("RSS after (MB)", a!.rss, b!.rss, 1);
-    for (const p of PHASES) row(`${p}: median per call (s)`, a!.latency[p], b!.latency[p], 3);
-    for (const p of PHASES) row(`${p}: CPU (s)`, a!.cpu[p], b!.cpu[p], 2);
+  // Each other runtime beside the first (this tree's cridock), round by round.
+  const first = runtimeName(runtimes[0]!);
+  for (let k = 1; k < runtimes.length; k++) {
+    console.log(`\n| round | measure | ${first} | ${runtimeName(runtimes[k]!)} | ratio |\n|---|---|---|---|---|`);
+    for (const [i, figures] of perRound.entries()) {
+      const [a, b] = [figures[0]!, figures[k]!];
+      const row = (label: string, x: number, y: number, digits: number) =>
+        console.log(`| ${i + 1} | ${label} | ${x.toFixed(digits)} | ${y.toFixed(digits)} | ${y > 0 ? `${(x / y).toFixed(2)}×` : "–"} |`);
+      row("CPU, whole workload (s)", a.cpuTotal, b.cpuTotal, 2);
+      row("RSS after (MB)", a.rss, b.rss, 1);
+      for (const p of PHASES) row(`${p}: median per call (s)`, a.latency[p], b.latency[p], 3);
+      for (const p of PHASES) row(`${p}: CPU (s)`, a.cpu[p], b.cpu[p], 2);
+    }
   }
 }

@@ -12,8 +12,11 @@
  * WebSocket) reading N MiB of stdout, against the same bytes read straight
  * from Docker's exec stream.
  *
+ * --cpu-prof <dir> writes a V8 CPU profile of each cridock process there
+ * (written when it stops).
+ *
  *   npx tsx scripts/bench-exec.ts [--rounds 200] [--mib 512] [--compare <bin/cridock.js>]
- *       [--compare-cri-dockerd <binary>]
+ *       [--compare-cri-dockerd <binary>] [--cpu-prof <dir>]
  */
 import { spawn } from "node:child_process";
 import { parseArgs } from "node:util";
@@ -31,8 +34,10 @@ const { values } = parseArgs({
     mib: { type: "string", default: "512" },
     compare: { type: "string" },
     "compare-cri-dockerd": { type: "string" },
+    "cpu-prof": { type: "string" },
   },
 });
+const nodeFlags = values["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`] : undefined;
 const ROUNDS = Number(values.rounds);
 const MIB = Number(values.mib);
 
@@ -91,9 +96,9 @@ async function stopPod(cridock: Pick<CridockProcess, "client">, podSandboxId: st
 
 async function main() {
   const flags = [`--docker-endpoint=${DOCKER_ENDPOINT}`, "--network-plugin=no-op", `--pod-infra-container-image=${PAUSE_IMAGE}`];
-  const cridock = await startCridockProcess({ flags });
+  const cridock = await startCridockProcess({ flags, nodeFlags });
   const client = cridock.client;
-  const other = values.compare ? await startCridockProcess({ flags, entry: values.compare }) : undefined;
+  const other = values.compare ? await startCridockProcess({ flags, entry: values.compare, nodeFlags }) : undefined;
   let cni: CniConfDir | undefined;
   let criDockerd: RuntimeUnderTest | undefined;
   if (values["compare-cri-dockerd"]) {

@@ -23,8 +23,11 @@ export interface RuntimeUnderTest {
 }
 
 export type RuntimeKind =
-  /** `entry`: another tree's bin/cridock.js (Node), to put two versions side by side. */
-  | { kind: "cridock"; runtime: "node" | "deno"; entry?: string; flags?: string[] }
+  /**
+   * `entry`: another tree's bin/cridock.js (Node), to put two versions side by side;
+   * `nodeFlags`: node's own flags for it (e.g. --cpu-prof, whose profile is written when it stops).
+   */
+  | { kind: "cridock"; runtime: "node" | "deno"; entry?: string; flags?: string[]; nodeFlags?: string[] }
   | { kind: "cri-dockerd"; binary: string };
 
 export function runtimeName(r: RuntimeKind): string {
@@ -43,7 +46,7 @@ export async function startRuntime(r: RuntimeKind, cni: CniConfDir): Promise<Run
   ];
   const p =
     r.kind === "cridock"
-      ? await startCridockProcess({ runtime: r.runtime, entry: r.entry, flags: [...cniFlags, ...(r.flags ?? ["--log-level=warn"])] })
+      ? await startCridockProcess({ runtime: r.runtime, entry: r.entry, nodeFlags: r.nodeFlags, flags: [...cniFlags, ...(r.flags ?? ["--log-level=warn"])] })
       : await startCriDockerdProcess({ binary: r.binary, flags: cniFlags });
   return {
     name: runtimeName(r),

@@ -52,6 +52,10 @@ export class CriServer {
     this.server = new Server({
       "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
       "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+      // Channelz (grpc-js's introspection registry) is read by nothing here, and it costs
+      // every connection a registered socket and trace entries and every call its counters
+      // and timestamps; crictl opens a connection per command, kubelet's probes come in bursts.
+      "grpc.enable_channelz": 0,
     });
     this.server.addService(serviceDefinition("RuntimeService"), this.implement("RuntimeService", options.runtimeHandlers));
     this.server.addService(serviceDefinition("ImageService"), this.implement("ImageService", options.imageHandlers));
@@ -113,7 +117,12 @@ export class CriServer {
 
   private context(method: string, call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>) {
     const controller = new AbortController();
-    call.on("cancelled", () => controller.abort(new CridockError("CANCELLED", `${method}: cancelled by the client`)));
+    // grpc-js reports "cancelled" after every call, also one answered in full: only a
+    // call still under way is cancelled (and only then is the error, with its stack, built).
+    let finished = false;
+    call.on("cancelled", () => {
+      if (!finished) controller.abort(new CridockError("CANCELLED", `${method}: cancelled by the client`));
+    });
     const deadline = call.getDeadline();
     const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
     let timer: NodeJS.Timeout | undefined;
@@ -126,7 +135,11 @@ export class CriServer {
       signal: controller.signal,
       deadline: Number.isFinite(deadlineMs) && deadlineMs > 0 ? new Date(deadlineMs) : undefined,
     };
-    return { ctx, done: () => clearTimeout(timer) };
+    const done = () => {
+      finished = true;
+      clearTimeout(timer);
+    };
+    return { ctx, done };
   }
 
   private unaryCall(method: string, handler: UnaryHandler | undefined) {

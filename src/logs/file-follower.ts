@@ -32,6 +32,14 @@ import { JsonLogTail, type TailPosition } from "./json-tail.ts";
 import { Doorbell, LogWatch, type WakeReason } from "./log-watch.ts";
 import { countRecordsAfter, FROM_START, type FollowState } from "./resume.ts";
 
+/**
+ * Reads start this large and grow to READ_SIZE once a read fills the buffer
+ * (output flowing faster than small reads keep up with). Most containers log
+ * little; two 1 MiB buffers for each, allocated outside V8's heap, cost every
+ * container start an mmap and its page faults, and forty of them made V8
+ * run full collections for the external memory alone.
+ */
+const FIRST_READ_SIZE = 16 * 1024;
 const READ_SIZE = 1 << 20;
 /** Output of one read: records are never longer than their JSON lines, plus padding of the time. */
 const OUT_SLACK = 64 * 1024;
@@ -95,8 +103,8 @@ export function onTheSecond(ms: number, now = Date.now()): number {
 export class JsonFileFollower extends FollowerBase<TailPosition> {
   private tail: JsonLogTail | undefined;
   private converter = new JsonLogConverter();
-  private input = Buffer.allocUnsafe(READ_SIZE);
-  private output = Buffer.allocUnsafe(READ_SIZE + OUT_SLACK);
+  private input = Buffer.allocUnsafe(FIRST_READ_SIZE);
+  private output = Buffer.allocUnsafe(FIRST_READ_SIZE + OUT_SLACK);
   /** Bytes at the start of `input` read but not consumed yet (a line still incomplete or held). */
   private carry = 0;
   private lastTime = "";
@@ -114,11 +122,27 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     this.exit = new ContainerExitCheck(options.docker, this.containerId);
   }
 
-  /** Creates the CRI file now; reading Docker's log starts in the background. */
+  /**
+   * Creates the CRI file and finds Docker's log now, so the one checkpoint
+   * written before StartContainer answers already names Docker's file (a
+   * checkpoint costs a new file and a rename: on ext4 under churn, creating
+   * inodes is most of the kernel's time a container start costs cridock);
+   * reading starts in the background.
+   */
   async startFresh(): Promise<void> {
     await this.file.open();
-    await this.persist();
-    this.running = this.run(() => this.openTail(undefined, 0));
+    let opened: boolean | Error;
+    try {
+      opened = await this.openTail(undefined, 0);
+    } catch (err) {
+      opened = err instanceof Error ? err : new Error(String(err));
+    }
+    // A failed open is checkpointed as not started (resume reads Docker's log from its start).
+    if (opened !== false) await this.persist();
+    this.running = this.run(async () => {
+      if (opened instanceof Error) throw opened;
+      return opened;
+    }, opened === true);
   }
 
   /** Resumes after a restart from a checkpoint written by this class. */
@@ -167,14 +191,15 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     return this.converter.skip === 0 && (!this.resumed || this.file.position().mark !== undefined);
   }
 
-  private async run(open: () => Promise<boolean>): Promise<void> {
+  /** `persisted`: the checkpoint already names the position open() reached. */
+  private async run(open: () => Promise<boolean>, persisted = false): Promise<void> {
     try {
       if (!(await open())) {
         await this.persist(true);
         return;
       }
       // The checkpoint from here on names Docker's file and offset.
-      await this.persist();
+      if (!persisted) await this.persist();
       const tail = this.tail!;
       const safety = this.options.safetyPollMs ?? { first: SAFETY_FIRST_MS, max: SAFETY_MAX_MS };
       let safetyMs = safety.first;
@@ -199,6 +224,8 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
         if (n > 0) {
           this.watch?.disarm();
           await this.consume(this.carry + n, "more");
+          // A full read: more is waiting; read in large steps from now on.
+          if (n === space && this.input.length < READ_SIZE) this.grow(READ_SIZE);
           // Caught up with dockerd while it still writes (the read did not fill
           // the buffer): let its next lines gather for a while instead of
           // chasing every write with a read, a conversion and a write of the
@@ -405,8 +432,9 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     };
   }
 
-  private grow(): void {
-    const bigger = Buffer.allocUnsafe(this.input.length * 2);
+  /** A larger input buffer (twice as large, or `size`), keeping the carry. */
+  private grow(size = this.input.length * 2): void {
+    const bigger = Buffer.allocUnsafe(Math.max(size, this.input.length));
     this.input.copy(bigger, 0, 0, this.carry);
     this.input = bigger;
     this.output = Buffer.allocUnsafe(bigger.length + OUT_SLACK);

@@ -15,7 +15,7 @@
  * records written after it are counted from the CRI file itself, because the
  * file, not the checkpoint, is what must not get a line twice.
  */
-import { open, readdir, readFile, rename, rm, writeFile, mkdir, stat } from "node:fs/promises";
+import { open, readdir, readFile, rename, unlink, writeFile, mkdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { TailPosition } from "./json-tail.ts";
 
@@ -112,8 +112,16 @@ export class WrittenTracker {
   }
 }
 
-/** Persisted follow states, one JSON file per container under `<root>/logs`. */
+/**
+ * Persisted follow states, one JSON file per container under `<root>/logs`.
+ * Each container's follower saves several times over its life and removes
+ * its file once: every file operation is a round through libuv's threadpool,
+ * so the directory is made once (and again only if it went away), and
+ * removal is one unlink per name rather than rm's look first.
+ */
 export class FollowStateStore {
+  private dirMade = false;
+
   constructor(readonly dir: string) {}
 
   private file(containerId: string): string {
@@ -121,12 +129,24 @@ export class FollowStateStore {
   }
 
   async save(state: FollowState): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+    if (!this.dirMade) await this.makeDir();
     const target = this.file(state.containerId);
     const temp = `${target}.tmp`;
     const json = JSON.stringify(state, (_k, v) => (typeof v === "bigint" ? v.toString() : v));
-    await writeFile(temp, json);
+    try {
+      await writeFile(temp, json);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      // The directory was removed under us: make it again.
+      await this.makeDir();
+      await writeFile(temp, json);
+    }
     await rename(temp, target);
+  }
+
+  private async makeDir(): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    this.dirMade = true;
   }
 
   async load(containerId: string): Promise<FollowState | undefined> {
@@ -147,14 +167,22 @@ export class FollowStateStore {
     }
   }
 
+  /** Removes the state and a temporary file a crash may have left; none there is fine. */
   async remove(containerId: string): Promise<void> {
-    await rm(this.file(containerId), { force: true });
-    await rm(`${this.file(containerId)}.tmp`, { force: true });
+    await Promise.all([unlinkIfPresent(this.file(containerId)), unlinkIfPresent(`${this.file(containerId)}.tmp`)]);
   }
 
   async list(): Promise<string[]> {
     const names = await readdir(this.dir).catch(() => [] as string[]);
     return names.filter((n) => /^[0-9a-f]{64}\.json$/.test(n)).map((n) => n.slice(0, -5));
+  }
+}
+
+async function unlinkIfPresent(path: string): Promise<void> {
+  try {
+    await unlink(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
   }
 }
 

@@ -38,6 +38,8 @@ export interface ContainerManagerOptions extends CreateOptions {
 }
 
 const FULL_ID = /^[0-9a-f]{64}$/;
+/** At most this many known container ids are kept (see ContainerManager.known). */
+const MAX_KNOWN = 8192;
 /** How long ContainerStatus waits for an exited container's log writer to finish. */
 const LOG_DRAIN_WAIT_MS = 2000;
 
@@ -59,6 +61,13 @@ export class ContainerManager {
    * or set by this cridock's own failed StartContainer, which always wins.
    */
   private readonly startFailures = new Map<string, boolean>();
+  /**
+   * Full ids known to be CRI containers (created, started or listed by this
+   * cridock; a container's type label never changes): Stop and Remove call
+   * Docker with them straight away, as they would after an inspect that
+   * found them, instead of inspecting first. Docker's 404 still means gone.
+   */
+  private readonly known = new Set<string>();
 
   constructor(private readonly options: ContainerManagerOptions) {
     this.docker = options.docker;
@@ -85,6 +94,7 @@ export class ContainerManager {
     const body = await createBody(spec, view, image.id, targetId, this.options, context);
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
+    this.remember(id);
     this.log.info({ container: id, name, sandbox: view.id }, "created container");
     timer.finish(this.log, { container: id });
     return id;
@@ -116,9 +126,13 @@ export class ContainerManager {
 
   async start(id: string): Promise<void> {
     const timer = new StepTimer("StartContainer");
-    const found = await timer.time("docker.list", () => this.mustFind(id));
-    await this.locks.run(found.Id, async () => {
-      const c = await timer.time("docker.inspect", () => this.docker.inspectContainer(found.Id));
+    // One inspect, under the lock (a full id needs no lookup before it).
+    const fullId = await timer.time("docker.list", () => this.fullIdOf(id));
+    if (!fullId) throw notFound(`container ${id} does not exist`);
+    await this.locks.run(fullId, async () => {
+      const c = await timer.time("docker.inspect", () => this.inspectOwn(fullId));
+      if (!c) throw notFound(`container ${id} does not exist`);
+      this.remember(c.Id);
       if (c.State.Status !== "created" || c.State.ExitCode !== 0) {
         throw failedPrecondition(`container ${id} is ${c.State.Status} and cannot be started again; create a new one`);
       }
@@ -150,12 +164,12 @@ export class ContainerManager {
   async stop(id: string, timeoutSeconds: number): Promise<void> {
     // An id that cannot name a Docker container names nothing: idempotent OK.
     if (!/^[0-9a-f]{1,64}$/.test(id)) return;
-    const found = await this.find(id);
-    if (!found) return;
+    const fullId = this.known.has(id) ? id : (await this.find(id))?.Id;
+    if (!fullId) return;
     const seconds = Math.max(0, Math.min(timeoutSeconds, 365 * 24 * 3600));
-    await this.locks.run(found.Id, async () => {
+    await this.locks.run(fullId, async () => {
       try {
-        await this.docker.stopContainer(found.Id, seconds);
+        await this.docker.stopContainer(fullId, seconds);
       } catch (err) {
         if (isNotFound(err)) return;
         throw withContext(`stopping container ${id}`, err, "UNKNOWN");
@@ -166,18 +180,19 @@ export class ContainerManager {
   /** Removes, also a running container; OK when it is gone. The CRI log file stays. */
   async remove(id: string): Promise<void> {
     if (!/^[0-9a-f]{1,64}$/.test(id)) return;
-    const found = await this.find(id);
-    const fullId = found?.Id ?? (FULL_ID.test(id) ? id : undefined);
+    const exists = this.known.has(id) || (await this.find(id));
+    const fullId = exists === true ? id : (exists?.Id ?? (FULL_ID.test(id) ? id : undefined));
     if (!fullId) return;
     await this.locks.run(fullId, async () => {
-      if (found) {
+      if (exists) {
         try {
-          await this.docker.removeContainer(found.Id, { force: true, volumes: true });
+          await this.docker.removeContainer(fullId, { force: true, volumes: true });
         } catch (err) {
-          if (!isNotFound(err) && !(await removedMeanwhile(this.docker, found.Id))) throw withContext(`removing container ${id}`, err, "UNKNOWN");
+          if (!isNotFound(err) && !(await removedMeanwhile(this.docker, fullId))) throw withContext(`removing container ${id}`, err, "UNKNOWN");
         }
       }
       await this.options.logs.forget(fullId);
+      this.known.delete(fullId);
       this.summaries.delete(fullId);
       this.startFailures.delete(fullId);
     });
@@ -230,6 +245,7 @@ export class ContainerManager {
       const owner = s.Labels?.[ROOT_LABEL];
       if (root && owner !== undefined && owner !== root) continue;
       const info = this.summaryOf(s);
+      this.remember(s.Id);
       seen?.set(s.Id, this.summaries.get(s.Id)!);
       if (filter.state && info.state !== filter.state) continue;
       if (!matchesSelector(info.labels, filter.labelSelector)) continue;
@@ -239,8 +255,15 @@ export class ContainerManager {
     if (seen) {
       for (const id of this.summaries.keys()) if (!seen.has(id)) this.summaries.delete(id);
       for (const id of this.startFailures.keys()) if (!seen.has(id)) this.startFailures.delete(id);
+      for (const id of this.known) if (!seen.has(id)) this.known.delete(id);
     }
     return out;
+  }
+
+  /** Notes a CRI container's full id (bounded: one forgotten only costs an inspect). */
+  private remember(id: string): void {
+    if (this.known.size >= MAX_KNOWN && !this.known.has(id)) this.known.clear();
+    this.known.add(id);
   }
 
   /** Inspects each "created" container not judged yet (normally none: kubelet starts what it creates at once). */
@@ -299,13 +322,19 @@ export class ContainerManager {
 
   /** The container with this id or unique id prefix (not a sandbox); undefined if none. */
   private async find(id: string): Promise<ContainerInspect | undefined> {
+    const fullId = await this.fullIdOf(id);
+    return fullId ? this.inspectOwn(fullId) : undefined;
+  }
+
+  /** The full id `id` names: itself when it is one, else the container's whose id it prefixes (undefined if none). */
+  private async fullIdOf(id: string): Promise<string | undefined> {
     validateId(id, "container");
-    let fullId = id;
-    if (!FULL_ID.test(id)) {
-      const summary = await findByIdOrPrefix(this.docker, TYPE_CONTAINER, id, "container");
-      if (!summary) return undefined;
-      fullId = summary.Id;
-    }
+    if (FULL_ID.test(id)) return id;
+    return (await findByIdOrPrefix(this.docker, TYPE_CONTAINER, id, "container"))?.Id;
+  }
+
+  /** Docker's inspect of a CRI container (not a sandbox); undefined if there is none with this full id. */
+  private async inspectOwn(fullId: string): Promise<ContainerInspect | undefined> {
     try {
       const c = await this.docker.inspectContainer(fullId);
       return c.Config.Labels?.[TYPE_LABEL] === TYPE_CONTAINER ? c : undefined;
