@@ -107,7 +107,7 @@ t.test("stop and remove of a container this cridock started or listed: no inspec
   await started.manager.remove(CONTAINER);
   t.same(started.calls, ["stop cccc", "remove cccc", "forget cccc"], "after StartContainer");
   const listed = setup("running");
-  await listed.manager.list({});
+  await listed.manager.list({ id: "", sandboxId: "", labelSelector: {} });
   listed.calls.length = 0;
   await listed.manager.stop(CONTAINER, 0);
   await listed.manager.remove(CONTAINER);
