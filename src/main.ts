@@ -273,6 +273,18 @@ export async function main(argv: string[]): Promise<number> {
   }
   const { config } = parsed;
   const log = createLogger(config.logLevel);
+  // The handlers go in before the socket is bound: a client may connect (and
+  // a supervisor signal) as soon as it is. A signal during the start is kept
+  // and acted on once cridock is up, so the shutdown is a graceful one; a
+  // second one while it starts ends the process at once.
+  let startSignal: NodeJS.Signals | undefined;
+  let onSignal = (signal: NodeJS.Signals) => {
+    if (startSignal) process.exit(signal === "SIGINT" ? 130 : 143);
+    startSignal = signal;
+    log.info({ signal }, "signal while starting: shutting down once started");
+  };
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
   let cridock: Cridock;
   try {
     cridock = await startCridock(config, log);
@@ -282,7 +294,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   return await new Promise<number>((resolve) => {
     let stopping = false;
-    const onSignal = (signal: string) => {
+    onSignal = (signal) => {
       if (stopping) return;
       stopping = true;
       log.info({ signal }, "shutting down");
@@ -295,8 +307,7 @@ export async function main(argv: string[]): Promise<number> {
         },
       );
     };
-    process.on("SIGTERM", () => onSignal("SIGTERM"));
-    process.on("SIGINT", () => onSignal("SIGINT"));
+    if (startSignal) return onSignal(startSignal);
     // Type=notify: systemd counts the service started once the socket serves.
     void notifySystemd({ READY: "1", STATUS: `serving CRI on ${config.listenSocket || "fd://"}` }, log);
   });

@@ -1,8 +1,10 @@
-// Process lifecycle: graceful stop removes the socket, a second instance on
-// a live socket refuses to start, a stale socket is replaced, bad flags exit 2.
+// Process lifecycle: graceful stop removes the socket, a signal while
+// starting stops it gracefully once started, a second instance on a live
+// socket refuses to start, a stale socket is replaced, bad flags exit 2.
 import t from "tap";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
+import { connect, createServer, type Socket } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +19,40 @@ t.test("SIGTERM stops serving, removes the socket and exits 0", async (t) => {
   await cridock.client.call("Version", {});
   t.equal(await cridock.stop(), 0);
   t.notOk(existsSync(cridock.socketPath), "the socket is gone");
+});
+
+t.test("SIGTERM while starting: cridock finishes starting, then stops gracefully", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "cridock-int-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  // dockerd behind a proxy that holds every connection until released:
+  // cridock's start waits on Docker there (recovery lists containers), so
+  // the signal lands mid-start, deterministically.
+  const held: Socket[] = [];
+  let released = false;
+  const pipeToDocker = (client: Socket) => {
+    const upstream = connect(TEST_DOCKER_ENDPOINT.replace(/^unix:\/\//, ""));
+    client.pipe(upstream).pipe(client);
+    const end = () => (client.destroy(), upstream.destroy());
+    client.on("error", end).on("close", end);
+    upstream.on("error", end).on("close", end);
+  };
+  const proxy = createServer((client) => (released ? pipeToDocker(client) : held.push(client)));
+  const proxyPath = join(dir, "docker.sock");
+  await new Promise<void>((resolve) => proxy.listen(proxyPath, resolve));
+  t.teardown(() => proxy.close());
+  const socketPath = join(dir, "cri.sock");
+  const child = spawn(process.execPath, [CLI, `--container-runtime-endpoint=unix://${socketPath}`, `--root-directory=${dir}/root`, `--docker-endpoint=unix://${proxyPath}`, "--network-plugin=no-op"], { stdio: "ignore" });
+  const exited = new Promise<[number | null, string | null]>((resolve) => child.once("exit", (code, signal) => resolve([code, signal])));
+  t.teardown(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"));
+  for (let i = 0; i < 600 && held.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+  t.ok(held.length > 0, "cridock's start is waiting on Docker");
+  child.kill("SIGTERM");
+  await new Promise((r) => setTimeout(r, 500));
+  t.same([child.exitCode, child.signalCode], [null, null], "the signal did not end it mid-start");
+  released = true;
+  held.splice(0).forEach(pipeToDocker);
+  t.same(await exited, [0, null], "it started, then stopped gracefully (exit 0)");
+  t.notOk(existsSync(socketPath), "the socket is gone");
 });
 
 t.test("a second instance on a live socket fails with a clear message", async (t) => {
