@@ -1,20 +1,26 @@
 /**
  * Runs the short-lived programs of pod networking (CNI plugins, mount and
- * umount of netns handles) from a worker thread, so their fork and exec never
- * stall the event loop that answers Version, Status and the streaming
- * server. Node's spawn forks and then waits on the calling thread until the
- * child has exec'd; on a node whose cores are saturated (a burst of pod
- * deletions) that wait took 0.2–0.5 s of cridock's main thread.
+ * umount of netns handles, nsenter) from a small pool of worker threads, so
+ * their fork and exec never stall the event loop that answers Version,
+ * Status and the streaming server. Node's spawn forks and then waits on the
+ * calling thread until the child has exec'd; on a node whose cores are
+ * saturated (a burst of pod deletions) that wait took 0.2–0.5 s of
+ * cridock's main thread. The messages and the workers' code are in
+ * spawn-protocol.ts.
  *
- * The worker is plain JavaScript given as a string (eval), so it needs no
- * file beside the bundle or the single executable, and runs on Node and Deno
- * 2 alike. It starts on first use and ends after IDLE_MS without work (a
- * worker holds about 10 MB); a worker that cannot be had leaves spawning on
- * the main thread, as before. Timeouts and cancellation are decided here and
- * carried out by the worker (SIGKILL).
+ * Why a pool and not one worker: a worker is itself held in fork and exec
+ * for each child it starts, and a fork copies the page tables of the whole
+ * process, so a mass deletion (three or four programs per pod) queued its
+ * children behind one another. Each run goes to the least busy worker; a
+ * second one is started only while every worker is busy. Workers start on
+ * first use and end after IDLE_MS without work (each holds a few MB); where
+ * no worker can be had, spawning stays on the main thread, as before.
+ * Timeouts and cancellation are decided here and carried out by the worker
+ * (SIGKILL); a worker that does not answer a kill is not waited for.
  */
 import { spawn } from "node:child_process";
 import { Worker } from "node:worker_threads";
+import { decodeReply, MAX_OUTPUT, replyError, WORKER_SOURCE, type RunReply, type WorkerRequest } from "./spawn-protocol.ts";
 
 export interface RunOptions {
   command: string;
@@ -35,60 +41,17 @@ export interface RunResult {
   stderr: string;
   /** Why cridock killed it: a timeout or the caller's cancellation. */
   killedFor?: string;
-  /** The child could not be started (ENOENT, EACCES …). */
+  /** The child could not be started (ENOENT, EACCES …), or its worker failed. */
   spawnError?: Error;
 }
 
-/** A worker with nothing to run ends after this long. */
-const IDLE_MS = 30_000;
-/** Output beyond this much per stream is cut (plugins print a few KB). */
-const MAX_OUTPUT = 4 << 20;
-
-// The worker's code: spawn, collect, report. Kept to node: built-ins and plain JavaScript.
-const WORKER_SOURCE = `
-const { parentPort } = require("node:worker_threads");
-const { spawn } = require("node:child_process");
-const children = new Map();
-parentPort.on("message", (m) => {
-  if (m.type === "kill") {
-    const child = children.get(m.id);
-    if (child) child.kill("SIGKILL");
-    return;
-  }
-  let child;
-  try {
-    child = spawn(m.command, m.args, { env: m.env, stdio: ["pipe", "pipe", "pipe"] });
-  } catch (err) {
-    parentPort.postMessage({ id: m.id, code: null, signal: null, stdout: "", stderr: "", error: { message: String(err && err.message), code: err && err.code } });
-    return;
-  }
-  children.set(m.id, child);
-  const out = { stdout: "", stderr: "" };
-  const collect = (name) => (d) => {
-    if (out[name].length < ${MAX_OUTPUT}) out[name] += d.toString();
-  };
-  child.stdout.on("data", collect("stdout"));
-  child.stderr.on("data", collect("stderr"));
-  child.stdin.on("error", () => undefined);
-  child.stdin.end(m.stdin);
-  let error;
-  child.on("error", (err) => {
-    error = { message: String(err && err.message), code: err && err.code };
-  });
-  child.on("close", (code, signal) => {
-    children.delete(m.id);
-    parentPort.postMessage({ id: m.id, code, signal, stdout: out.stdout, stderr: out.stderr, error });
-  });
-});
-`;
-
-interface Reply {
-  id: number;
-  code: number | null;
-  signal: string | null;
-  stdout: string;
-  stderr: string;
-  error?: { message: string; code?: string };
+export interface PoolOptions {
+  /** At most this many workers (2: the fork of one cridock process takes a core). */
+  size?: number;
+  /** A worker with nothing to run ends after this long. */
+  idleMs?: number;
+  /** How long a killed run's reply is waited for before the run is given up (the worker is then replaced). */
+  killGraceMs?: number;
 }
 
 interface Job {
@@ -96,43 +59,80 @@ interface Job {
   killedFor?: string;
 }
 
-class Spawner {
-  private worker: Worker | undefined;
-  private unavailable = false;
-  private readonly jobs = new Map<number, Job>();
-  private nextId = 1;
-  private idle: ReturnType<typeof setTimeout> | undefined;
+/** One worker thread and the runs it carries out. */
+interface Slot {
+  worker: Worker;
+  jobs: Map<number, Job>;
+  idle?: ReturnType<typeof setTimeout>;
+}
 
+export class SpawnerPool {
+  private readonly size: number;
+  private readonly idleMs: number;
+  private readonly killGraceMs: number;
+  private readonly slots: Slot[] = [];
+  private unavailable = false;
+  private nextId = 1;
+
+  constructor(options: PoolOptions = {}) {
+    this.size = Math.max(1, options.size ?? 2);
+    this.idleMs = options.idleMs ?? 30_000;
+    this.killGraceMs = options.killGraceMs ?? 5_000;
+  }
+
+  /** Workers alive and runs under way (for tests and diagnostics). */
+  stats(): { workers: number; running: number } {
+    return { workers: this.slots.length, running: this.slots.reduce((n, s) => n + s.jobs.size, 0) };
+  }
+
+  /** Runs a program to its end off the main thread; never rejects (the result says what happened). */
   run(options: RunOptions): Promise<RunResult> {
-    const worker = this.ensureWorker();
-    if (!worker) return runHere(options);
-    clearTimeout(this.idle);
+    const slot = this.pick();
+    if (!slot) return runHere(options);
+    clearTimeout(slot.idle);
     const id = this.nextId++;
     return new Promise<RunResult>((resolve) => {
       const job: Job = { resolve };
+      let grace: ReturnType<typeof setTimeout> | undefined;
       const kill = (reason: string) => {
         if (job.killedFor) return;
         job.killedFor = reason;
-        worker.postMessage({ type: "kill", id });
+        this.post(slot, { type: "kill", id });
+        // A worker stuck in a fork, or gone wrong, must not hold the caller past its deadline for long.
+        grace = setTimeout(() => void this.retire(slot, `did not report the end of a killed run within ${this.killGraceMs} ms`), this.killGraceMs);
       };
       const timer = setTimeout(() => kill(`timed out after ${options.timeoutMs} ms`), options.timeoutMs);
       const onAbort = () => kill("cancelled by the caller");
       options.signal?.addEventListener("abort", onAbort, { once: true });
       job.resolve = (r) => {
         clearTimeout(timer);
+        clearTimeout(grace);
         options.signal?.removeEventListener("abort", onAbort);
         resolve(r);
       };
-      this.jobs.set(id, job);
+      slot.jobs.set(id, job);
       // A run under way keeps cridock alive until its reply; an idle worker does not.
-      if (this.jobs.size === 1) worker.ref();
-      worker.postMessage({ type: "run", id, command: options.command, args: options.args ?? [], env: options.env, stdin: options.stdin ?? "" });
+      if (slot.jobs.size === 1) slot.worker.ref();
+      this.post(slot, { type: "run", id, command: options.command, args: options.args ?? [], env: options.env, stdin: options.stdin ?? "" });
       if (options.signal?.aborted) onAbort();
     });
   }
 
-  private ensureWorker(): Worker | undefined {
-    if (this.worker || this.unavailable) return this.worker;
+  /** Ends every worker (their runs resolve as failed); for tests and shutdown. */
+  async close(): Promise<void> {
+    await Promise.all([...this.slots].map((slot) => this.retire(slot, "was closed")));
+  }
+
+  /** The least busy worker; a new one while all are busy and the pool has room; undefined: spawn here. */
+  private pick(): Slot | undefined {
+    let best: Slot | undefined;
+    for (const slot of this.slots) if (!best || slot.jobs.size < best.jobs.size) best = slot;
+    if (best && (best.jobs.size === 0 || this.slots.length >= this.size)) return best;
+    return this.start() ?? best;
+  }
+
+  private start(): Slot | undefined {
+    if (this.unavailable) return undefined;
     let worker: Worker;
     try {
       // No node flags of the parent (loader hooks): the worker needs none, and some keep it alive.
@@ -141,43 +141,54 @@ class Spawner {
       this.unavailable = true;
       return undefined;
     }
-    worker.on("message", (reply: Reply) => this.finish(reply));
-    const fail = (why: string) => {
-      if (this.worker !== worker) return;
-      this.worker = undefined;
-      for (const [id, job] of this.jobs) {
-        this.jobs.delete(id);
-        job.resolve({ code: null, signal: null, stdout: "", stderr: "", killedFor: job.killedFor, spawnError: new Error(`the process-spawning worker ${why}`) });
-      }
-    };
-    worker.on("error", (err) => fail(`failed: ${err.message}`));
-    worker.on("exit", (code) => fail(`exited with ${code}`));
+    const slot: Slot = { worker, jobs: new Map() };
+    worker.on("message", (message: unknown) => this.finish(slot, message));
+    worker.on("error", (err) => void this.retire(slot, `failed: ${err.message}`));
+    worker.on("exit", (code) => void this.retire(slot, `exited with ${code}`));
     // Not what keeps cridock running while idle (run() refs it while a job is under way).
     // After the listeners: adding a message listener refs the port again.
     worker.unref();
-    this.worker = worker;
-    return worker;
+    this.slots.push(slot);
+    return slot;
   }
 
-  private finish(reply: Reply): void {
-    const job = this.jobs.get(reply.id);
-    if (!job) return;
-    this.jobs.delete(reply.id);
-    const spawnError = reply.error ? Object.assign(new Error(reply.error.message), { code: reply.error.code }) : undefined;
-    job.resolve({ code: reply.code, signal: reply.signal, stdout: reply.stdout, stderr: reply.stderr, killedFor: job.killedFor, spawnError });
-    if (this.jobs.size === 0) {
-      this.worker?.unref();
-      clearTimeout(this.idle);
-      this.idle = setTimeout(() => this.stopIdle(), IDLE_MS);
-      this.idle.unref?.();
+  private post(slot: Slot, request: WorkerRequest): void {
+    slot.worker.postMessage(request);
+  }
+
+  private finish(slot: Slot, message: unknown): void {
+    let reply: RunReply;
+    try {
+      reply = decodeReply(message);
+    } catch (err) {
+      void this.retire(slot, `sent a malformed reply (${(err as Error).message})`);
+      return;
+    }
+    const job = slot.jobs.get(reply.id);
+    if (!job) return; // a run already given up
+    slot.jobs.delete(reply.id);
+    job.resolve({ code: reply.code, signal: reply.signal, stdout: reply.stdout, stderr: reply.stderr, killedFor: job.killedFor, spawnError: replyError(reply) });
+    if (slot.jobs.size === 0) {
+      slot.worker.unref();
+      clearTimeout(slot.idle);
+      slot.idle = setTimeout(() => {
+        if (slot.jobs.size === 0) void this.retire(slot, "was idle");
+      }, this.idleMs);
+      slot.idle.unref?.();
     }
   }
 
-  private stopIdle(): void {
-    if (this.jobs.size > 0 || !this.worker) return;
-    const worker = this.worker;
-    this.worker = undefined;
-    void worker.terminate();
+  /** Takes a worker out of the pool; its runs under way resolve as failed (their programs may outlive it). */
+  private async retire(slot: Slot, why: string): Promise<void> {
+    const index = this.slots.indexOf(slot);
+    if (index < 0) return;
+    this.slots.splice(index, 1);
+    clearTimeout(slot.idle);
+    for (const [id, job] of slot.jobs) {
+      slot.jobs.delete(id);
+      job.resolve({ code: null, signal: null, stdout: "", stderr: "", killedFor: job.killedFor, spawnError: new Error(`the process-spawning worker ${why}`) });
+    }
+    await slot.worker.terminate().catch(() => undefined);
   }
 }
 
@@ -201,12 +212,11 @@ function runHere(options: RunOptions): Promise<RunResult> {
     const timer = setTimeout(() => kill(`timed out after ${options.timeoutMs} ms`), options.timeoutMs);
     const onAbort = () => kill("cancelled by the caller");
     options.signal?.addEventListener("abort", onAbort, { once: true });
-    child.stdout.on("data", (d: Buffer) => {
-      if (out.stdout.length < MAX_OUTPUT) out.stdout += d.toString();
-    });
-    child.stderr.on("data", (d: Buffer) => {
-      if (out.stderr.length < MAX_OUTPUT) out.stderr += d.toString();
-    });
+    const collect = (name: "stdout" | "stderr") => (d: Buffer) => {
+      if (out[name].length < MAX_OUTPUT) out[name] += d.toString().slice(0, MAX_OUTPUT - out[name].length);
+    };
+    child.stdout.on("data", collect("stdout"));
+    child.stderr.on("data", collect("stderr"));
     child.stdin.on("error", () => undefined); // a child may exit without reading stdin
     child.stdin.end(options.stdin ?? "");
     child.on("error", (err) => (spawnError = err));
@@ -219,7 +229,7 @@ function runHere(options: RunOptions): Promise<RunResult> {
   });
 }
 
-const shared = new Spawner();
+const shared = new SpawnerPool();
 
 /** Runs a program to its end off the main thread; never rejects (the result says what happened). */
 export function runProcess(options: RunOptions): Promise<RunResult> {

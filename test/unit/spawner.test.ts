@@ -4,12 +4,36 @@
  * fork and exec. And the results are what a spawn on the main thread gave.
  */
 import t from "tap";
+import type * as Tap from "tap";
 import { spawn } from "node:child_process";
-import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execPlugin } from "../../src/network/invoke.ts";
-import { runProcess } from "../../src/network/spawner.ts";
+import { runProcess, SpawnerPool } from "../../src/network/spawner.ts";
+import { decodeReply, replyError } from "../../src/network/spawn-protocol.ts";
+
+async function scratch(t: Tap.Test): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "cridock-spawner-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function script(dir: string, name: string, body: string): Promise<string> {
+  const path = join(dir, name);
+  await writeFile(path, `#!/bin/sh\n${body}\n`);
+  await chmod(path, 0o755);
+  return path;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 t.test("exit codes, output, stdin, timeouts, cancellation and a missing binary", async (t) => {
   const ok = await runProcess({ command: "sh", args: ["-c", "cat; echo err >&2; exit 3"], stdin: "in", timeoutMs: 5000 });
@@ -54,4 +78,68 @@ t.test("a burst of plugin runs costs the main thread next to nothing", async (t)
   t.ok(outputs.every((o) => o.includes("1.0.0")), "every run returned the plugin's output");
   t.ok(heldMs < spawnHeldMs / 4, `starting ${burst} plugin runs held the main thread ${heldMs.toFixed(1)} ms; spawning them there, ${spawnHeldMs.toFixed(1)} ms`);
   t.equal(ballast.length, 100);
+});
+
+t.test("the workers' replies are checked before they are believed", async (t) => {
+  const ok = { id: 3, code: 0, signal: null, stdout: "out", stderr: "" };
+  t.same(decodeReply(ok), ok);
+  t.same(decodeReply({ ...ok, code: null, signal: "SIGKILL" }), { ...ok, code: null, signal: "SIGKILL" });
+  const failed = decodeReply({ ...ok, code: null, error: { message: "spawn x ENOENT", code: "ENOENT" } });
+  t.match(replyError(failed), { message: "spawn x ENOENT", code: "ENOENT" });
+  t.equal(replyError(decodeReply(ok)), undefined);
+  t.throws(() => decodeReply(null), /not a reply/);
+  t.throws(() => decodeReply({ ...ok, id: "3" }), /without a run id/);
+  t.throws(() => decodeReply({ ...ok, code: "0" }), /exit code/);
+  t.throws(() => decodeReply({ ...ok, signal: 9 }), /signal/);
+  t.throws(() => decodeReply({ ...ok, stdout: Buffer.from("x") }), /not text/);
+  t.throws(() => decodeReply({ ...ok, error: "boom" }), /error "boom"/);
+});
+
+t.test("runs spread over the pool, at most its size, and idle workers end", async (t) => {
+  const dir = await scratch(t);
+  const slow = await script(dir, "slow", "sleep 0.5; echo done");
+  const pool = new SpawnerPool({ size: 2, idleMs: 200 });
+  t.teardown(() => pool.close());
+  const runs = Array.from({ length: 5 }, () => pool.run({ command: slow, timeoutMs: 10_000 }));
+  t.same(pool.stats(), { workers: 2, running: 5 }, "a second worker started while the first was busy, and no third");
+  const results = await Promise.all(runs);
+  t.ok(results.every((r) => r.code === 0 && r.stdout === "done\n"), "every run reported its own output");
+  t.equal(pool.stats().running, 0);
+  await new Promise((r) => setTimeout(r, 600));
+  t.equal(pool.stats().workers, 0, "idle workers ended");
+  // A run after that starts a worker again.
+  t.match(await pool.run({ command: slow, timeoutMs: 10_000 }), { code: 0, stdout: "done\n" });
+});
+
+t.test("a timeout kills the plugin's process", async (t) => {
+  const dir = await scratch(t);
+  const pidFile = join(dir, "pid");
+  const hanging = await script(dir, "hanging", `echo $$ > ${pidFile}; cat >/dev/null; exec sleep 30`);
+  const pool = new SpawnerPool();
+  t.teardown(() => pool.close());
+  const r = await pool.run({ command: hanging, stdin: "{}", timeoutMs: 300 });
+  t.match(r, { code: null, signal: "SIGKILL", killedFor: "timed out after 300 ms", spawnError: undefined });
+  const pid = Number(await readFile(pidFile, "utf8"));
+  t.ok(pid > 0 && !alive(pid), `the plugin (pid ${pid}) is gone`);
+});
+
+t.test("a killed run whose output stays open (a plugin that left a daemon behind) is not waited for", async (t) => {
+  const dir = await scratch(t);
+  const pidFile = join(dir, "daemon");
+  // The background sleep keeps the plugin's stdout open after the plugin itself is killed.
+  const leaky = await script(dir, "leaky", `sleep 5 & echo $! > ${pidFile}; exec sleep 30`);
+  const pool = new SpawnerPool({ killGraceMs: 300 });
+  t.teardown(async () => {
+    await pool.close();
+    const daemon = Number(await readFile(pidFile, "utf8").catch(() => "0"));
+    if (daemon > 0 && alive(daemon)) process.kill(daemon, "SIGKILL");
+  });
+  const started = performance.now();
+  const r = await pool.run({ command: leaky, timeoutMs: 200 });
+  const tookMs = performance.now() - started;
+  t.ok(tookMs < 2_000, `resolved ${tookMs.toFixed(0)} ms after the start (timeout 200 ms, grace 300 ms), not when the output closed`);
+  t.equal(r.killedFor, "timed out after 200 ms");
+  t.match(r.spawnError?.message, /did not report the end of a killed run within 300 ms/);
+  t.same(pool.stats(), { workers: 0, running: 0 }, "the worker was replaced");
+  t.match(await pool.run({ command: "sh", args: ["-c", "echo again"], timeoutMs: 5_000 }), { code: 0, stdout: "again\n" });
 });

@@ -1,0 +1,125 @@
+/**
+ * The messages between cridock's main thread and the worker threads that
+ * spawn short-lived programs (spawner.ts), and the worker's own code.
+ *
+ * The worker is plain JavaScript given as a string (eval), so it needs no
+ * file beside the bundle or the single executable and runs on Node and Deno 2
+ * alike (both implement node:worker_threads and node:child_process inside a
+ * worker). It only carries out: spawn, collect, report, and SIGKILL when
+ * told. Timeouts and cancellation are decided on the main thread, so a
+ * worker never holds a timer per child.
+ */
+
+/** Output beyond this much per stream is cut (plugins print a few KB). */
+export const MAX_OUTPUT = 4 << 20;
+
+/** Main thread → worker: start a program. */
+export interface RunRequest {
+  type: "run";
+  id: number;
+  command: string;
+  args: string[];
+  /** The child's whole environment; the worker's (the process's) when absent. */
+  env?: Record<string, string>;
+  /** Written to the child's stdin, which is then closed. */
+  stdin: string;
+}
+
+/** Main thread → worker: SIGKILL the program of a run (a timeout or a cancellation). */
+export interface KillRequest {
+  type: "kill";
+  id: number;
+}
+
+export type WorkerRequest = RunRequest | KillRequest;
+
+/** Worker → main thread: a run ended (or never started: `error`). */
+export interface RunReply {
+  id: number;
+  /** Exit code, or null when a signal ended the child. */
+  code: number | null;
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  /** spawn's error (ENOENT, EACCES …), as plain data: Errors do not cross threads with their code. */
+  error?: { message: string; code?: string };
+}
+
+/**
+ * A worker's message, checked: a reply that does not have the shape above
+ * (a bug in the worker's code, or a message not meant for cridock) is
+ * refused rather than taken for a run's result.
+ */
+export function decodeReply(message: unknown): RunReply {
+  if (typeof message !== "object" || message === null) throw new Error(`spawn worker sent ${describe(message)}, not a reply`);
+  const m = message as Record<string, unknown>;
+  if (!Number.isSafeInteger(m.id)) throw new Error(`spawn worker reply without a run id: ${describe(m.id)}`);
+  if (m.code !== null && !Number.isInteger(m.code)) throw new Error(`spawn worker reply ${m.id}: exit code ${describe(m.code)}`);
+  if (m.signal !== null && typeof m.signal !== "string") throw new Error(`spawn worker reply ${m.id}: signal ${describe(m.signal)}`);
+  if (typeof m.stdout !== "string" || typeof m.stderr !== "string") throw new Error(`spawn worker reply ${m.id}: output is not text`);
+  const reply: RunReply = { id: m.id as number, code: m.code as number | null, signal: m.signal as string | null, stdout: m.stdout, stderr: m.stderr };
+  if (m.error !== undefined) {
+    const e = m.error as Record<string, unknown> | null;
+    if (typeof e !== "object" || e === null || typeof e.message !== "string") throw new Error(`spawn worker reply ${m.id}: error ${describe(m.error)}`);
+    reply.error = { message: e.message, ...(typeof e.code === "string" ? { code: e.code } : {}) };
+  }
+  return reply;
+}
+
+/** spawn's error again as an Error with its errno code (what callers test for ENOENT). */
+export function replyError(reply: RunReply): (Error & { code?: string }) | undefined {
+  if (!reply.error) return undefined;
+  return Object.assign(new Error(reply.error.message), reply.error.code === undefined ? {} : { code: reply.error.code });
+}
+
+function describe(value: unknown): string {
+  const text = JSON.stringify(value);
+  return text === undefined ? String(value) : text.slice(0, 100);
+}
+
+/**
+ * The worker's code. Kept to node: built-ins and plain JavaScript (no
+ * TypeScript, no imports of cridock's modules: they would have to be
+ * loaded from files the single executable does not have). A child that
+ * cannot be started replies at once with the error; one that runs replies
+ * on close, when both its output streams have ended.
+ */
+export const WORKER_SOURCE = `
+const { parentPort } = require("node:worker_threads");
+const { spawn } = require("node:child_process");
+const MAX_OUTPUT = ${MAX_OUTPUT};
+const children = new Map();
+const plain = (err) => ({ message: String(err && err.message), code: err && typeof err.code === "string" ? err.code : undefined });
+parentPort.on("message", (m) => {
+  if (m.type === "kill") {
+    const child = children.get(m.id);
+    if (child) child.kill("SIGKILL");
+    return;
+  }
+  if (m.type !== "run") return;
+  let child;
+  try {
+    child = spawn(m.command, m.args, { env: m.env, stdio: ["pipe", "pipe", "pipe"] });
+  } catch (err) {
+    parentPort.postMessage({ id: m.id, code: null, signal: null, stdout: "", stderr: "", error: plain(err) });
+    return;
+  }
+  children.set(m.id, child);
+  const out = { stdout: "", stderr: "" };
+  const collect = (name) => (d) => {
+    if (out[name].length < MAX_OUTPUT) out[name] += d.toString().slice(0, MAX_OUTPUT - out[name].length);
+  };
+  child.stdout.on("data", collect("stdout"));
+  child.stderr.on("data", collect("stderr"));
+  child.stdin.on("error", () => undefined); // a child may exit without reading its stdin
+  child.stdin.end(m.stdin);
+  let error;
+  child.on("error", (err) => {
+    error = plain(err);
+  });
+  child.on("close", (code, signal) => {
+    children.delete(m.id);
+    parentPort.postMessage({ id: m.id, code, signal, stdout: out.stdout, stderr: out.stderr, error });
+  });
+});
+`;
