@@ -5,7 +5,8 @@
  * The worker is plain JavaScript given as a string (eval), so it needs no
  * file beside the bundle or the single executable and runs on Node and Deno 2
  * alike (both implement node:worker_threads and node:child_process inside a
- * worker). It only carries out: spawn, collect, report, and SIGKILL when
+ * worker). It only carries out: spawn, say so (the main thread counts the
+ * spawns a worker has yet to start), collect, report, and SIGKILL when
  * told. Timeouts and cancellation are decided on the main thread, so a
  * worker never holds a timer per child.
  */
@@ -33,8 +34,16 @@ export interface KillRequest {
 
 export type WorkerRequest = RunRequest | KillRequest;
 
+/** Worker → main thread: a run's program has been forked and exec'd (spawn returned); the worker can take the next. */
+export interface StartedReply {
+  type: "started";
+  id: number;
+  pid: number;
+}
+
 /** Worker → main thread: a run ended (or never started: `error`). */
 export interface RunReply {
+  type: "done";
   id: number;
   /** Exit code, or null when a signal ended the child. */
   code: number | null;
@@ -45,19 +54,26 @@ export interface RunReply {
   error?: { message: string; code?: string };
 }
 
+export type WorkerReply = StartedReply | RunReply;
+
 /**
  * A worker's message, checked: a reply that does not have the shape above
  * (a bug in the worker's code, or a message not meant for cridock) is
  * refused rather than taken for a run's result.
  */
-export function decodeReply(message: unknown): RunReply {
+export function decodeReply(message: unknown): WorkerReply {
   if (typeof message !== "object" || message === null) throw new Error(`spawn worker sent ${describe(message)}, not a reply`);
   const m = message as Record<string, unknown>;
   if (!Number.isSafeInteger(m.id)) throw new Error(`spawn worker reply without a run id: ${describe(m.id)}`);
+  if (m.type === "started") {
+    if (!Number.isSafeInteger(m.pid) || (m.pid as number) <= 0) throw new Error(`spawn worker reply ${m.id}: pid ${describe(m.pid)}`);
+    return { type: "started", id: m.id as number, pid: m.pid as number };
+  }
+  if (m.type !== "done") throw new Error(`spawn worker reply ${m.id}: unknown type ${describe(m.type)}`);
   if (m.code !== null && !Number.isInteger(m.code)) throw new Error(`spawn worker reply ${m.id}: exit code ${describe(m.code)}`);
   if (m.signal !== null && typeof m.signal !== "string") throw new Error(`spawn worker reply ${m.id}: signal ${describe(m.signal)}`);
   if (typeof m.stdout !== "string" || typeof m.stderr !== "string") throw new Error(`spawn worker reply ${m.id}: output is not text`);
-  const reply: RunReply = { id: m.id as number, code: m.code as number | null, signal: m.signal as string | null, stdout: m.stdout, stderr: m.stderr };
+  const reply: RunReply = { type: "done", id: m.id as number, code: m.code as number | null, signal: m.signal as string | null, stdout: m.stdout, stderr: m.stderr };
   if (m.error !== undefined) {
     const e = m.error as Record<string, unknown> | null;
     if (typeof e !== "object" || e === null || typeof e.message !== "string") throw new Error(`spawn worker reply ${m.id}: error ${describe(m.error)}`);
@@ -101,10 +117,12 @@ parentPort.on("message", (m) => {
   try {
     child = spawn(m.command, m.args, { env: m.env, stdio: ["pipe", "pipe", "pipe"] });
   } catch (err) {
-    parentPort.postMessage({ id: m.id, code: null, signal: null, stdout: "", stderr: "", error: plain(err) });
+    parentPort.postMessage({ type: "done", id: m.id, code: null, signal: null, stdout: "", stderr: "", error: plain(err) });
     return;
   }
   children.set(m.id, child);
+  // No pid: the spawn failed (ENOENT …) and "error" and "close" follow.
+  if (child.pid) parentPort.postMessage({ type: "started", id: m.id, pid: child.pid });
   const out = { stdout: "", stderr: "" };
   const collect = (name) => (d) => {
     if (out[name].length < MAX_OUTPUT) out[name] += d.toString().slice(0, MAX_OUTPUT - out[name].length);
@@ -119,7 +137,7 @@ parentPort.on("message", (m) => {
   });
   child.on("close", (code, signal) => {
     children.delete(m.id);
-    parentPort.postMessage({ id: m.id, code, signal, stdout: out.stdout, stderr: out.stderr, error });
+    parentPort.postMessage({ type: "done", id: m.id, code, signal, stdout: out.stdout, stderr: out.stderr, error });
   });
 });
 `;

@@ -20,7 +20,7 @@
  */
 import { spawn } from "node:child_process";
 import { Worker } from "node:worker_threads";
-import { decodeReply, MAX_OUTPUT, replyError, WORKER_SOURCE, type RunReply, type WorkerRequest } from "./spawn-protocol.ts";
+import { decodeReply, MAX_OUTPUT, replyError, WORKER_SOURCE, type WorkerReply, type WorkerRequest } from "./spawn-protocol.ts";
 
 export interface RunOptions {
   command: string;
@@ -46,7 +46,7 @@ export interface RunResult {
 }
 
 export interface PoolOptions {
-  /** At most this many workers (2: the fork of one cridock process takes a core). */
+  /** At most this many workers (2: on a saturated node one can lose its core in the middle of a fork). */
   size?: number;
   /** A worker with nothing to run ends after this long. */
   idleMs?: number;
@@ -63,6 +63,8 @@ interface Job {
 interface Slot {
   worker: Worker;
   jobs: Map<number, Job>;
+  /** Runs posted whose program the worker has not spawned yet. */
+  unstarted: Set<number>;
   idle?: ReturnType<typeof setTimeout>;
 }
 
@@ -73,6 +75,7 @@ export class SpawnerPool {
   private readonly slots: Slot[] = [];
   private unavailable = false;
   private nextId = 1;
+  private peakWorkers = 0;
 
   constructor(options: PoolOptions = {}) {
     this.size = Math.max(1, options.size ?? 2);
@@ -80,9 +83,15 @@ export class SpawnerPool {
     this.killGraceMs = options.killGraceMs ?? 5_000;
   }
 
-  /** Workers alive and runs under way (for tests and diagnostics). */
-  stats(): { workers: number; running: number } {
-    return { workers: this.slots.length, running: this.slots.reduce((n, s) => n + s.jobs.size, 0) };
+  /** Workers alive, runs under way, those not spawned yet, and the most workers alive at once so far (for tests and diagnostics). */
+  stats(): { workers: number; running: number; unstarted: number; peakWorkers: number } {
+    let running = 0;
+    let unstarted = 0;
+    for (const slot of this.slots) {
+      running += slot.jobs.size;
+      unstarted += slot.unstarted.size;
+    }
+    return { workers: this.slots.length, running, unstarted, peakWorkers: this.peakWorkers };
   }
 
   /** Runs a program to its end off the main thread; never rejects (the result says what happened). */
@@ -111,6 +120,7 @@ export class SpawnerPool {
         resolve(r);
       };
       slot.jobs.set(id, job);
+      slot.unstarted.add(id);
       // A run under way keeps cridock alive until its reply; an idle worker does not.
       if (slot.jobs.size === 1) slot.worker.ref();
       this.post(slot, { type: "run", id, command: options.command, args: options.args ?? [], env: options.env, stdin: options.stdin ?? "" });
@@ -123,11 +133,13 @@ export class SpawnerPool {
     await Promise.all([...this.slots].map((slot) => this.retire(slot, "was closed")));
   }
 
-  /** The least busy worker; a new one while all are busy and the pool has room; undefined: spawn here. */
+  /** The worker with the fewest spawns to start; a new one when all have some and the pool has room; undefined: spawn here. */
   private pick(): Slot | undefined {
     let best: Slot | undefined;
-    for (const slot of this.slots) if (!best || slot.jobs.size < best.jobs.size) best = slot;
-    if (best && (best.jobs.size === 0 || this.slots.length >= this.size)) return best;
+    for (const slot of this.slots) {
+      if (!best || slot.unstarted.size < best.unstarted.size || (slot.unstarted.size === best.unstarted.size && slot.jobs.size < best.jobs.size)) best = slot;
+    }
+    if (best && (best.unstarted.size === 0 || this.slots.length >= this.size)) return best;
     return this.start() ?? best;
   }
 
@@ -141,7 +153,7 @@ export class SpawnerPool {
       this.unavailable = true;
       return undefined;
     }
-    const slot: Slot = { worker, jobs: new Map() };
+    const slot: Slot = { worker, jobs: new Map(), unstarted: new Set() };
     worker.on("message", (message: unknown) => this.finish(slot, message));
     worker.on("error", (err) => void this.retire(slot, `failed: ${err.message}`));
     worker.on("exit", (code) => void this.retire(slot, `exited with ${code}`));
@@ -149,6 +161,7 @@ export class SpawnerPool {
     // After the listeners: adding a message listener refs the port again.
     worker.unref();
     this.slots.push(slot);
+    this.peakWorkers = Math.max(this.peakWorkers, this.slots.length);
     return slot;
   }
 
@@ -157,13 +170,15 @@ export class SpawnerPool {
   }
 
   private finish(slot: Slot, message: unknown): void {
-    let reply: RunReply;
+    let reply: WorkerReply;
     try {
       reply = decodeReply(message);
     } catch (err) {
       void this.retire(slot, `sent a malformed reply (${(err as Error).message})`);
       return;
     }
+    slot.unstarted.delete(reply.id);
+    if (reply.type === "started") return;
     const job = slot.jobs.get(reply.id);
     if (!job) return; // a run already given up
     slot.jobs.delete(reply.id);
@@ -184,6 +199,7 @@ export class SpawnerPool {
     if (index < 0) return;
     this.slots.splice(index, 1);
     clearTimeout(slot.idle);
+    slot.unstarted.clear();
     for (const [id, job] of slot.jobs) {
       slot.jobs.delete(id);
       job.resolve({ code: null, signal: null, stdout: "", stderr: "", killedFor: job.killedFor, spawnError: new Error(`the process-spawning worker ${why}`) });

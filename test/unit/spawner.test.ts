@@ -81,14 +81,18 @@ t.test("a burst of plugin runs costs the main thread next to nothing", async (t)
 });
 
 t.test("the workers' replies are checked before they are believed", async (t) => {
-  const ok = { id: 3, code: 0, signal: null, stdout: "out", stderr: "" };
+  const ok = { type: "done", id: 3, code: 0, signal: null, stdout: "out", stderr: "" };
   t.same(decodeReply(ok), ok);
   t.same(decodeReply({ ...ok, code: null, signal: "SIGKILL" }), { ...ok, code: null, signal: "SIGKILL" });
+  t.same(decodeReply({ type: "started", id: 3, pid: 42 }), { type: "started", id: 3, pid: 42 });
   const failed = decodeReply({ ...ok, code: null, error: { message: "spawn x ENOENT", code: "ENOENT" } });
-  t.match(replyError(failed), { message: "spawn x ENOENT", code: "ENOENT" });
-  t.equal(replyError(decodeReply(ok)), undefined);
+  t.match(failed.type === "done" && replyError(failed), { message: "spawn x ENOENT", code: "ENOENT" });
+  const done = decodeReply(ok);
+  t.equal(done.type === "done" && replyError(done), undefined);
   t.throws(() => decodeReply(null), /not a reply/);
   t.throws(() => decodeReply({ ...ok, id: "3" }), /without a run id/);
+  t.throws(() => decodeReply({ ...ok, type: "exit" }), /unknown type "exit"/);
+  t.throws(() => decodeReply({ type: "started", id: 3, pid: 0 }), /pid 0/);
   t.throws(() => decodeReply({ ...ok, code: "0" }), /exit code/);
   t.throws(() => decodeReply({ ...ok, signal: 9 }), /signal/);
   t.throws(() => decodeReply({ ...ok, stdout: Buffer.from("x") }), /not text/);
@@ -101,7 +105,7 @@ t.test("runs spread over the pool, at most its size, and idle workers end", asyn
   const pool = new SpawnerPool({ size: 2, idleMs: 200 });
   t.teardown(() => pool.close());
   const runs = Array.from({ length: 5 }, () => pool.run({ command: slow, timeoutMs: 10_000 }));
-  t.same(pool.stats(), { workers: 2, running: 5 }, "a second worker started while the first was busy, and no third");
+  t.match(pool.stats(), { workers: 2, running: 5 }, "a second worker started while the first had spawns to start, and no third");
   const results = await Promise.all(runs);
   t.ok(results.every((r) => r.code === 0 && r.stdout === "done\n"), "every run reported its own output");
   t.equal(pool.stats().running, 0);
@@ -110,6 +114,19 @@ t.test("runs spread over the pool, at most its size, and idle workers end", asyn
   // A run after that starts a worker again.
   t.match(await pool.run({ command: slow, timeoutMs: 10_000 }), { code: 0, stdout: "done\n" });
 });
+
+t.test("runs that do not queue behind a fork share one worker", async (t) => {
+  const pool = new SpawnerPool({ size: 2 });
+  t.teardown(() => pool.close());
+  const first = pool.run({ command: "sleep", args: ["1"], timeoutMs: 10_000 });
+  // Once the first program runs, its worker has nothing left to fork: the next runs go to it too.
+  while (pool.stats().unstarted > 0) await new Promise((r) => setTimeout(r, 10));
+  t.match(pool.stats(), { workers: 1, running: 1, unstarted: 0 });
+  for (let i = 0; i < 3; i++) t.match(await pool.run({ command: "sh", args: ["-c", "echo $0", String(i)], timeoutMs: 10_000 }), { code: 0, stdout: `${i}\n` });
+  await first;
+  t.equal(pool.stats().peakWorkers, 1, "one worker (about 10 MB) served them all");
+});
+
 
 t.test("a timeout kills the plugin's process", async (t) => {
   const dir = await scratch(t);
@@ -140,6 +157,6 @@ t.test("a killed run whose output stays open (a plugin that left a daemon behind
   t.ok(tookMs < 2_000, `resolved ${tookMs.toFixed(0)} ms after the start (timeout 200 ms, grace 300 ms), not when the output closed`);
   t.equal(r.killedFor, "timed out after 200 ms");
   t.match(r.spawnError?.message, /did not report the end of a killed run within 300 ms/);
-  t.same(pool.stats(), { workers: 0, running: 0 }, "the worker was replaced");
+  t.match(pool.stats(), { workers: 0, running: 0 }, "the worker was replaced");
   t.match(await pool.run({ command: "sh", args: ["-c", "echo again"], timeoutMs: 5_000 }), { code: 0, stdout: "again\n" });
 });
