@@ -94,19 +94,20 @@ function describe(value: unknown): string {
 }
 
 /**
- * The worker's code. Kept to node: built-ins and plain JavaScript (no
+ * The spawning loop, as plain JavaScript: kept to node: built-ins (no
  * TypeScript, no imports of cridock's modules: they would have to be
- * loaded from files the single executable does not have). A child that
- * cannot be started replies at once with the error; one that runs replies
- * on close, when both its output streams have ended.
+ * loaded from files the single executable does not have). `send` and
+ * `onMessage` are the transport: a worker's port, or a helper process's
+ * stdin and stdout. A child that cannot be started replies at once with the
+ * error; one that runs says "started", then replies on close, when both its
+ * output streams have ended.
  */
-export const WORKER_SOURCE = `
-const { parentPort } = require("node:worker_threads");
+const SPAWN_LOOP = `
 const { spawn } = require("node:child_process");
 const MAX_OUTPUT = ${MAX_OUTPUT};
 const children = new Map();
 const plain = (err) => ({ message: String(err && err.message), code: err && typeof err.code === "string" ? err.code : undefined });
-parentPort.on("message", (m) => {
+const serve = (send, onMessage) => onMessage((m) => {
   if (m.type === "kill") {
     const child = children.get(m.id);
     if (child) child.kill("SIGKILL");
@@ -117,12 +118,12 @@ parentPort.on("message", (m) => {
   try {
     child = spawn(m.command, m.args, { env: m.env, stdio: ["pipe", "pipe", "pipe"] });
   } catch (err) {
-    parentPort.postMessage({ type: "done", id: m.id, code: null, signal: null, stdout: "", stderr: "", error: plain(err) });
+    send({ type: "done", id: m.id, code: null, signal: null, stdout: "", stderr: "", error: plain(err) });
     return;
   }
   children.set(m.id, child);
   // No pid: the spawn failed (ENOENT …) and "error" and "close" follow.
-  if (child.pid) parentPort.postMessage({ type: "started", id: m.id, pid: child.pid });
+  if (child.pid) send({ type: "started", id: m.id, pid: child.pid });
   const out = { stdout: "", stderr: "" };
   const collect = (name) => (d) => {
     if (out[name].length < MAX_OUTPUT) out[name] += d.toString().slice(0, MAX_OUTPUT - out[name].length);
@@ -137,7 +138,24 @@ parentPort.on("message", (m) => {
   });
   child.on("close", (code, signal) => {
     children.delete(m.id);
-    parentPort.postMessage({ type: "done", id: m.id, code, signal, stdout: out.stdout, stderr: out.stderr, error });
+    send({ type: "done", id: m.id, code, signal, stdout: out.stdout, stderr: out.stderr, error });
   });
 });
+`;
+
+/** A worker thread's code: the loop on its parent port. */
+export const WORKER_SOURCE = `${SPAWN_LOOP}
+const { parentPort } = require("node:worker_threads");
+serve((m) => parentPort.postMessage(m), (fn) => parentPort.on("message", fn));
+`;
+
+/**
+ * A helper process's code (node -e): the loop on JSON lines, requests on
+ * stdin and replies on stdout. It ends when its stdin does (cridock
+ * stopped, died or let it go idle).
+ */
+export const HELPER_SOURCE = `${SPAWN_LOOP}
+const lines = require("node:readline").createInterface({ input: process.stdin });
+serve((m) => process.stdout.write(JSON.stringify(m) + "\\n"), (fn) => lines.on("line", (line) => fn(JSON.parse(line))));
+lines.on("close", () => process.exit(0));
 `;

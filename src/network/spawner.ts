@@ -1,26 +1,29 @@
 /**
  * Runs the short-lived programs of pod networking (CNI plugins, mount and
- * umount of netns handles, nsenter) from a small pool of worker threads, so
+ * umount of netns handles, nsenter) away from cridock's main thread, so
  * their fork and exec never stall the event loop that answers Version,
  * Status and the streaming server. Node's spawn forks and then waits on the
  * calling thread until the child has exec'd; on a node whose cores are
  * saturated (a burst of pod deletions) that wait took 0.2–0.5 s of
- * cridock's main thread. The messages and the workers' code are in
- * spawn-protocol.ts.
+ * cridock's main thread. The workers are small helper processes on Node
+ * and threads on Deno and in the single executable (spawn-channel.ts says
+ * why); their messages and code are in spawn-protocol.ts.
  *
  * Why a pool and not one worker: a worker is itself held in fork and exec
- * for each child it starts, and a fork copies the page tables of the whole
- * process, so a mass deletion (three or four programs per pod) queued its
- * children behind one another. Each run goes to the least busy worker; a
- * second one is started only while every worker is busy. Workers start on
- * first use and end after IDLE_MS without work (each holds a few MB); where
- * no worker can be had, spawning stays on the main thread, as before.
+ * for each child it starts (about 2 ms, and far more when it loses its core
+ * midway on a saturated node), so the programs of a mass deletion queue
+ * behind one another there. But each worker holds memory (a thread about
+ * 10 MB), so a second one starts only when forks do queue: when every
+ * worker still has a spawn it has not started (the worker says "started"
+ * once spawn returns). Each run goes to the worker with the fewest such
+ * spawns. Workers start on first use and end after `idleMs` without work;
+ * where none can be had, spawning stays on the main thread, as before.
  * Timeouts and cancellation are decided here and carried out by the worker
  * (SIGKILL); a worker that does not answer a kill is not waited for.
  */
 import { spawn } from "node:child_process";
-import { Worker } from "node:worker_threads";
-import { decodeReply, MAX_OUTPUT, replyError, WORKER_SOURCE, type WorkerReply, type WorkerRequest } from "./spawn-protocol.ts";
+import { defaultChannelKind, openChannel, type ChannelKind, type SpawnChannel } from "./spawn-channel.ts";
+import { decodeReply, MAX_OUTPUT, replyError, type WorkerReply, type WorkerRequest } from "./spawn-protocol.ts";
 
 export interface RunOptions {
   command: string;
@@ -46,7 +49,13 @@ export interface RunResult {
 }
 
 export interface PoolOptions {
-  /** At most this many workers (2: on a saturated node one can lose its core in the middle of a fork). */
+  /** Helper processes or worker threads (spawn-channel.ts); by default what suits the runtime. */
+  kind?: ChannelKind;
+  /**
+   * At most this many workers. Threads: 2 (a thread can lose its core in the
+   * middle of a fork of all of cridock). Helper processes: 1 (their forks
+   * are of a few MB and take well under a millisecond).
+   */
   size?: number;
   /** A worker with nothing to run ends after this long. */
   idleMs?: number;
@@ -59,9 +68,10 @@ interface Job {
   killedFor?: string;
 }
 
-/** One worker thread and the runs it carries out. */
+/** One worker (a helper process or a thread) and the runs it carries out. */
 interface Slot {
-  worker: Worker;
+  channel: SpawnChannel;
+  kind: ChannelKind;
   jobs: Map<number, Job>;
   /** Runs posted whose program the worker has not spawned yet. */
   unstarted: Set<number>;
@@ -69,6 +79,7 @@ interface Slot {
 }
 
 export class SpawnerPool {
+  private kind: ChannelKind;
   private readonly size: number;
   private readonly idleMs: number;
   private readonly killGraceMs: number;
@@ -78,7 +89,8 @@ export class SpawnerPool {
   private peakWorkers = 0;
 
   constructor(options: PoolOptions = {}) {
-    this.size = Math.max(1, options.size ?? 2);
+    this.kind = options.kind ?? defaultChannelKind();
+    this.size = Math.max(1, options.size ?? (this.kind === "process" ? 1 : 2));
     this.idleMs = options.idleMs ?? 30_000;
     this.killGraceMs = options.killGraceMs ?? 5_000;
   }
@@ -122,7 +134,7 @@ export class SpawnerPool {
       slot.jobs.set(id, job);
       slot.unstarted.add(id);
       // A run under way keeps cridock alive until its reply; an idle worker does not.
-      if (slot.jobs.size === 1) slot.worker.ref();
+      if (slot.jobs.size === 1) slot.channel.ref();
       this.post(slot, { type: "run", id, command: options.command, args: options.args ?? [], env: options.env, stdin: options.stdin ?? "" });
       if (options.signal?.aborted) onAbort();
     });
@@ -145,28 +157,32 @@ export class SpawnerPool {
 
   private start(): Slot | undefined {
     if (this.unavailable) return undefined;
-    let worker: Worker;
+    // Filled in below; the channel's events only come after this returns.
+    const slot = { kind: this.kind, jobs: new Map(), unstarted: new Set(), answered: false } as Slot & { answered: boolean };
     try {
-      // No node flags of the parent (loader hooks): the worker needs none, and some keep it alive.
-      worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [] });
+      slot.channel = openChannel(this.kind, {
+        message: (message) => {
+          slot.answered = true;
+          this.finish(slot, message);
+        },
+        failed: (why) => {
+          // A helper process that never answered cannot be had here: threads from now on.
+          if (this.kind === "process" && !slot.answered) this.kind = "worker";
+          void this.retire(slot, why);
+        },
+      });
     } catch {
       this.unavailable = true;
       return undefined;
     }
-    const slot: Slot = { worker, jobs: new Map(), unstarted: new Set() };
-    worker.on("message", (message: unknown) => this.finish(slot, message));
-    worker.on("error", (err) => void this.retire(slot, `failed: ${err.message}`));
-    worker.on("exit", (code) => void this.retire(slot, `exited with ${code}`));
     // Not what keeps cridock running while idle (run() refs it while a job is under way).
-    // After the listeners: adding a message listener refs the port again.
-    worker.unref();
     this.slots.push(slot);
     this.peakWorkers = Math.max(this.peakWorkers, this.slots.length);
     return slot;
   }
 
   private post(slot: Slot, request: WorkerRequest): void {
-    slot.worker.postMessage(request);
+    slot.channel.send(request);
   }
 
   private finish(slot: Slot, message: unknown): void {
@@ -184,7 +200,7 @@ export class SpawnerPool {
     slot.jobs.delete(reply.id);
     job.resolve({ code: reply.code, signal: reply.signal, stdout: reply.stdout, stderr: reply.stderr, killedFor: job.killedFor, spawnError: replyError(reply) });
     if (slot.jobs.size === 0) {
-      slot.worker.unref();
+      slot.channel.unref();
       clearTimeout(slot.idle);
       slot.idle = setTimeout(() => {
         if (slot.jobs.size === 0) void this.retire(slot, "was idle");
@@ -202,9 +218,9 @@ export class SpawnerPool {
     slot.unstarted.clear();
     for (const [id, job] of slot.jobs) {
       slot.jobs.delete(id);
-      job.resolve({ code: null, signal: null, stdout: "", stderr: "", killedFor: job.killedFor, spawnError: new Error(`the process-spawning worker ${why}`) });
+      job.resolve({ code: null, signal: null, stdout: "", stderr: "", killedFor: job.killedFor, spawnError: new Error(`the process-spawning ${slot.kind === "process" ? "helper process" : "worker thread"} ${why}`) });
     }
-    await slot.worker.terminate().catch(() => undefined);
+    await slot.channel.close();
   }
 }
 
