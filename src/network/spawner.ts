@@ -57,7 +57,7 @@ export interface PoolOptions {
    * are of a few MB and take well under a millisecond).
    */
   size?: number;
-  /** A worker with nothing to run ends after this long. */
+  /** A worker with nothing to run ends after this long (helper processes 5 min, threads 30 s). */
   idleMs?: number;
   /** How long a killed run's reply is waited for before the run is given up (the worker is then replaced). */
   killGraceMs?: number;
@@ -79,31 +79,43 @@ interface Slot {
 }
 
 export class SpawnerPool {
-  private kind: ChannelKind;
-  private readonly size: number;
-  private readonly idleMs: number;
+  /** Decided at the first run (the single executable's entry says what it is after the modules load). */
+  private kind: ChannelKind | undefined;
   private readonly killGraceMs: number;
   private readonly slots: Slot[] = [];
   private unavailable = false;
   private nextId = 1;
   private peakWorkers = 0;
 
-  constructor(options: PoolOptions = {}) {
-    this.kind = options.kind ?? defaultChannelKind();
-    this.size = Math.max(1, options.size ?? (this.kind === "process" ? 1 : 2));
-    this.idleMs = options.idleMs ?? 30_000;
+  constructor(private readonly options: PoolOptions = {}) {
+    this.kind = options.kind;
     this.killGraceMs = options.killGraceMs ?? 5_000;
   }
 
+  private currentKind(): ChannelKind {
+    this.kind ??= defaultChannelKind();
+    return this.kind;
+  }
+
+  private size(): number {
+    return Math.max(1, this.options.size ?? (this.currentKind() === "process" ? 1 : 2));
+  }
+
+  private idleMs(): number {
+    // Starting a helper process is itself a spawn on the main thread (a fork of all of cridock), so it
+    // is kept longer: a deletion storm minutes after the pods started finds it there.
+    return this.options.idleMs ?? (this.currentKind() === "process" ? 300_000 : 30_000);
+  }
+
   /** Workers alive, runs under way, those not spawned yet, and the most workers alive at once so far (for tests and diagnostics). */
-  stats(): { workers: number; running: number; unstarted: number; peakWorkers: number } {
+  stats(): { kind: ChannelKind | undefined; workers: number; running: number; unstarted: number; peakWorkers: number } {
     let running = 0;
     let unstarted = 0;
     for (const slot of this.slots) {
       running += slot.jobs.size;
       unstarted += slot.unstarted.size;
     }
-    return { workers: this.slots.length, running, unstarted, peakWorkers: this.peakWorkers };
+    return { kind: this.kind, workers: this.slots.length, running, unstarted, peakWorkers: this.peakWorkers };
   }
 
   /** Runs a program to its end off the main thread; never rejects (the result says what happened). */
@@ -151,23 +163,23 @@ export class SpawnerPool {
     for (const slot of this.slots) {
       if (!best || slot.unstarted.size < best.unstarted.size || (slot.unstarted.size === best.unstarted.size && slot.jobs.size < best.jobs.size)) best = slot;
     }
-    if (best && (best.unstarted.size === 0 || this.slots.length >= this.size)) return best;
+    if (best && (best.unstarted.size === 0 || this.slots.length >= this.size())) return best;
     return this.start() ?? best;
   }
 
   private start(): Slot | undefined {
     if (this.unavailable) return undefined;
     // Filled in below; the channel's events only come after this returns.
-    const slot = { kind: this.kind, jobs: new Map(), unstarted: new Set(), answered: false } as Slot & { answered: boolean };
+    const slot = { kind: this.currentKind(), jobs: new Map(), unstarted: new Set(), answered: false } as Slot & { answered: boolean };
     try {
-      slot.channel = openChannel(this.kind, {
+      slot.channel = openChannel(slot.kind, {
         message: (message) => {
           slot.answered = true;
           this.finish(slot, message);
         },
         failed: (why) => {
           // A helper process that never answered cannot be had here: threads from now on.
-          if (this.kind === "process" && !slot.answered) this.kind = "worker";
+          if (slot.kind === "process" && !slot.answered) this.kind = "worker";
           void this.retire(slot, why);
         },
       });
@@ -204,7 +216,7 @@ export class SpawnerPool {
       clearTimeout(slot.idle);
       slot.idle = setTimeout(() => {
         if (slot.jobs.size === 0) void this.retire(slot, "was idle");
-      }, this.idleMs);
+      }, this.idleMs());
       slot.idle.unref?.();
     }
   }
