@@ -187,7 +187,7 @@ export class SpawnerPool {
       this.unavailable = true;
       return undefined;
     }
-    // Not what keeps cridock running while idle (run() refs it while a job is under way).
+    // Channels start unref'd: an idle worker does not keep cridock running (run() refs it while a job is under way).
     this.slots.push(slot);
     this.peakWorkers = Math.max(this.peakWorkers, this.slots.length);
     return slot;
