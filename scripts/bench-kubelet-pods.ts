@@ -19,7 +19,9 @@
  * --compare runs the same bursts, alternating, with another tree's cridock
  * (e.g. a checkout from before a change): latency and CPU side by side. Both
  * arms then run without metrics, since older trees may not serve them, and
- * the breakdown comes from one more burst of this tree, not counted.
+ * the breakdown comes from one more burst of this tree, not counted;
+ * --compare-metrics has both serve them instead (the event-loop delay of
+ * each, alike), when the other tree has --metrics-bind-addr.
  * --compare-cri-dockerd does the same with a cri-dockerd binary (built
  * outside the repository) behind the same kubelet, and prints the ratios
  * of each round. Every arm reports the runtime's CPU over the burst and
@@ -28,7 +30,7 @@
  * point CRIDOCK_TEST_DOCKERD_BIN at an Engine 29 build for that comparison.
  *
  *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
- *                                         [--compare <other tree's bin/cridock.js>] [--compare-cri-dockerd <binary>]
+ *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
  *
  * Needs what the e2e suite needs (root, scripts/env-setup.sh, scripts/install-kubelet.sh).
  */
@@ -46,6 +48,7 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "1" },
     compare: { type: "string" },
     "compare-cri-dockerd": { type: "string" },
+    "compare-metrics": { type: "boolean", default: false },
   },
 });
 const PODS = Number(values.pods);
@@ -288,15 +291,17 @@ function ratios(mine: BurstResult[], theirs: BurstResult[]): void {
 // Compared arms run alike, without metrics (older trees may not serve them);
 // the breakdown then comes from one extra burst of this tree that is not counted.
 const comparing = Boolean(values.compare || values["compare-cri-dockerd"]);
-const arms: Arm[] = [{ name: "this tree", metrics: !comparing }];
-if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare, metrics: false });
+// --compare-metrics: both trees serve /metrics (the other must have --metrics-bind-addr), for the event-loop delay of each.
+const bothMetrics = Boolean(values.compare && values["compare-metrics"]);
+const arms: Arm[] = [{ name: "this tree", metrics: !comparing || bothMetrics }];
+if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare, metrics: bothMetrics });
 if (values["compare-cri-dockerd"]) arms.push({ name: "cri-dockerd", criDockerd: values["compare-cri-dockerd"], metrics: false });
 
 for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   const evented = mode === "evented";
   console.log(`\n== ${evented ? "evented" : "generic"} PLEG: ${PODS}-pod burst, ${ROUNDS} round(s) ==`);
   const results = new Map<Arm, BurstResult[]>(arms.map((a) => [a, []]));
-  if (comparing) await burst({ name: "this tree, for the breakdown (not counted)", metrics: true }, evented, true);
+  if (comparing && !bothMetrics) await burst({ name: "this tree, for the breakdown (not counted)", metrics: true }, evented, true);
   for (let round = 0; round < ROUNDS; round++) {
     // Alternate the order each round so neither arm always runs on a warmer machine.
     const order = round % 2 === 0 ? arms : [...arms].reverse();
