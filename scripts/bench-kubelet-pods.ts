@@ -12,12 +12,16 @@
  * - where the time went, from cridock's /metrics: each CRI method's calls,
  *   summed and mean latency; the step timer's steps of RunPodSandbox,
  *   CreateContainer and StartContainer; Docker endpoints; CNI ADD;
- * - the slowest Version and Status answer while the pods are deleted.
+ * - the slowest Version and Status answer while the pods are deleted, the
+ *   runtime's CPU and minor page faults meanwhile (a fork of a Node process
+ *   write-protects all its memory, and each page written next faults).
  *
  * --compare runs the same bursts, alternating, with another tree's cridock
  * (e.g. a checkout from before a change): latency and CPU side by side. Both
  * arms then run without metrics, since older trees may not serve them, and
- * the breakdown comes from one more burst of this tree, not counted.
+ * the breakdown comes from one more burst of this tree, not counted;
+ * --compare-metrics has both serve them instead (the event-loop delay of
+ * each, alike), when the other tree has --metrics-bind-addr.
  * --compare-cri-dockerd does the same with a cri-dockerd binary (built
  * outside the repository) behind the same kubelet, and prints the ratios
  * of each round. Every arm reports the runtime's CPU over the burst and
@@ -26,7 +30,7 @@
  * point CRIDOCK_TEST_DOCKERD_BIN at an Engine 29 build for that comparison.
  *
  *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
- *                                         [--compare <other tree's bin/cridock.js>] [--compare-cri-dockerd <binary>]
+ *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
  *
  * Needs what the e2e suite needs (root, scripts/env-setup.sh, scripts/install-kubelet.sh).
  */
@@ -44,15 +48,29 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "1" },
     compare: { type: "string" },
     "compare-cri-dockerd": { type: "string" },
+    "compare-metrics": { type: "boolean", default: false },
   },
 });
 const PODS = Number(values.pods);
 const ROUNDS = Number(values.rounds);
 const CLOCK_TICKS = 100;
 
+function statFields(pid: number): string[] {
+  return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+}
+
 function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  const fields = statFields(pid);
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+}
+
+/**
+ * The process's minor page faults so far (all its threads). Each fork of
+ * the runtime (Node's spawn, from any thread) write-protects its private
+ * memory, and the next write to each page faults: this counts that tax.
+ */
+function minorFaults(pid: number): number {
+  return Number(statFields(pid)[7]);
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -133,6 +151,8 @@ interface BurstResult {
   cpuS: number;
   /** Runtime CPU from the first deletion until every container stopped. */
   deleteCpuS: number;
+  /** The runtime's minor page faults over the same span. */
+  deleteMinorFaults: number;
   running: number;
   /** The runtime's RSS with the images pulled, before the burst, and once every pod runs (MB). */
   rssIdle: number;
@@ -189,6 +209,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
       allRunningS: (Date.now() - from) / 1000,
       cpuS: cpuSeconds(pid) - cpuBefore,
       deleteCpuS: 0,
+      deleteMinorFaults: 0,
       latencies: [...runningAt].map(([name, at]) => (at - written.get(name)!) / 1000).sort((a, b) => a - b),
       rssIdle,
       rssAfter: await rssMb(pid),
@@ -215,10 +236,12 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     if (metrics) await env.metrics();
     const deleting = Date.now();
     const cpuBeforeDelete = cpuSeconds(pid);
+    const faultsBeforeDelete = minorFaults(pid);
     for (const name of names) await env.deletePod(name);
     const gone = Date.now() + 180_000;
     while ((await env.runningPodContainers()) > 0 && Date.now() < gone) await sleep(500);
     result.deleteCpuS = cpuSeconds(pid) - cpuBeforeDelete;
+    result.deleteMinorFaults = minorFaults(pid) - faultsBeforeDelete;
     sampling = false;
     await sampler;
     result.worstVersionMs = worstVersion;
@@ -226,6 +249,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     const loopDelay = metrics ? (await env.metrics()).get("cridock_nodejs_eventloop_lag_max_seconds") : undefined;
     console.log(
       `[${arm.name}] deletion: all containers stopped after ${((Date.now() - deleting) / 1000).toFixed(1)} s; ` +
+        `${result.deleteMinorFaults} minor page faults; ` +
         `slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile` +
         (loopDelay === undefined ? "" : `; cridock's longest event-loop delay ${(loopDelay * 1000).toFixed(1)} ms`),
     );
@@ -260,21 +284,24 @@ function ratios(mine: BurstResult[], theirs: BurstResult[]): void {
     row("RSS idle (MB)", a.rssIdle, b.rssIdle, 1);
     row("RSS after the burst, over idle (MB)", a.rssAfter - a.rssIdle, b.rssAfter - b.rssIdle, 1);
     row("slowest Version during deletion (ms)", a.worstVersionMs, b.worstVersionMs, 1);
+    row("minor page faults during deletion", a.deleteMinorFaults, b.deleteMinorFaults, 0);
   }
 }
 
 // Compared arms run alike, without metrics (older trees may not serve them);
 // the breakdown then comes from one extra burst of this tree that is not counted.
 const comparing = Boolean(values.compare || values["compare-cri-dockerd"]);
-const arms: Arm[] = [{ name: "this tree", metrics: !comparing }];
-if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare, metrics: false });
+// --compare-metrics: both trees serve /metrics (the other must have --metrics-bind-addr), for the event-loop delay of each.
+const bothMetrics = Boolean(values.compare && values["compare-metrics"]);
+const arms: Arm[] = [{ name: "this tree", metrics: !comparing || bothMetrics }];
+if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare, metrics: bothMetrics });
 if (values["compare-cri-dockerd"]) arms.push({ name: "cri-dockerd", criDockerd: values["compare-cri-dockerd"], metrics: false });
 
 for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   const evented = mode === "evented";
   console.log(`\n== ${evented ? "evented" : "generic"} PLEG: ${PODS}-pod burst, ${ROUNDS} round(s) ==`);
   const results = new Map<Arm, BurstResult[]>(arms.map((a) => [a, []]));
-  if (comparing) await burst({ name: "this tree, for the breakdown (not counted)", metrics: true }, evented, true);
+  if (comparing && !bothMetrics) await burst({ name: "this tree, for the breakdown (not counted)", metrics: true }, evented, true);
   for (let round = 0; round < ROUNDS; round++) {
     // Alternate the order each round so neither arm always runs on a warmer machine.
     const order = round % 2 === 0 ? arms : [...arms].reverse();

@@ -6,6 +6,10 @@
  * own path are cridock's.
  */
 import { main } from "./main.ts";
+import { runningAsExecutable } from "./network/spawn-channel.ts";
+
+// process.execPath is this executable, which runs cridock whatever its arguments: no `node -e` helper.
+runningAsExecutable();
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),

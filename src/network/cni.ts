@@ -16,12 +16,12 @@ import { CridockError, describeCause, failedPrecondition } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { CniCache, type CacheEntry } from "./cache.ts";
 import { findPlugin, loadNetworkConfig, parseNetworkConfig, type NetworkConfigList, type PluginConf } from "./conf.ts";
-import { execPlugin, pluginEnv, pluginStdin, podCniArgs, type CniCommand, type InvocationArgs } from "./invoke.ts";
+import { describeInvocation, execPlugin, pluginEnv, pluginStdin, podCniArgs, type InvocationArgs, type PluginInvocation } from "./invoke.ts";
 import type { NetworkReadiness, PodNetwork, PodNetworkAttachment, PodNetworkRequest, TearDownOptions } from "./plugin.ts";
 import { liveNetns, loopbackIsUp } from "./netns.ts";
 import { parseResult, podIps } from "./result.ts";
 import { resultFromAddresses } from "./pod-ips.ts";
-import { timed, type StepTimer } from "../steps.ts";
+import { timed } from "../steps.ts";
 import { ConfWatch } from "./conf-watch.ts";
 
 export interface CniNetworkOptions {
@@ -182,7 +182,9 @@ export class CniNetwork implements PodNetwork {
     };
     const timer = request.timer;
     const loUp = request.pid !== undefined && (await timed(timer, "cni.loopback.check", () => loopbackIsUp(request.pid!)));
-    if (!loUp) await this.invoke("ADD", LOOPBACK.list, LOOPBACK.plugin, { ...args, ifName: "lo" }, {}, undefined, signal, timer);
+    if (!loUp) {
+      await this.invoke({ command: "ADD", ...LOOPBACK, args: { ...args, ifName: "lo" }, capabilityArgs: {}, prevResult: undefined, signal, timer });
+    }
     const capabilityArgs = this.capabilityArgs(request);
     const entry: CacheEntry = {
       kind: "cniCacheV1",
@@ -198,7 +200,7 @@ export class CniNetwork implements PodNetwork {
     await timed(timer, "cni.cache.write", () => this.cache.write(entry));
     let prev: unknown;
     for (const plugin of list.plugins) {
-      prev = await this.invoke("ADD", list, plugin, args, capabilityArgs, prev, signal, timer);
+      prev = await this.invoke({ command: "ADD", list, plugin, args, capabilityArgs, prevResult: prev, signal, timer });
       // Cache each step's result: if a later plugin fails, DEL still tells the
       // earlier ones (firewall, portmap) what they set up.
       await timed(timer, "cni.cache.write", () => this.cache.write({ ...entry, result: prev }));
@@ -283,7 +285,7 @@ export class CniNetwork implements PodNetwork {
         continue;
       }
       try {
-        await this.run("DEL", list, plugin, binary, args, entry.capabilityArgs, prev, undefined, request.timer);
+        await this.run({ command: "DEL", list, plugin, args, capabilityArgs: entry.capabilityArgs, prevResult: prev, timer: request.timer }, binary);
       } catch (err) {
         failures.push(describeCause(err));
       }
@@ -311,48 +313,25 @@ export class CniNetwork implements PodNetwork {
     return undefined;
   }
 
-  private async invoke(
-    command: CniCommand,
-    list: Pick<NetworkConfigList, "name" | "cniVersion">,
-    plugin: PluginConf,
-    args: InvocationArgs,
-    capabilityArgs: Record<string, unknown>,
-    prevResult: unknown,
-    signal?: AbortSignal,
-    timer?: StepTimer,
-  ): Promise<unknown> {
-    const binary = await findPlugin(plugin.type, this.options.binDirs);
-    if (!binary) throw failedPrecondition(`${describeInvocation(command, list, plugin, args)}: plugin binary not found in ${this.options.binDirs.join(", ")}`);
-    return this.run(command, list, plugin, binary, args, capabilityArgs, prevResult, signal, timer);
+  private async invoke(inv: PluginInvocation): Promise<unknown> {
+    const binary = await findPlugin(inv.plugin.type, this.options.binDirs);
+    if (!binary) throw failedPrecondition(`${describeInvocation(inv)}: plugin binary not found in ${this.options.binDirs.join(", ")}`);
+    return this.run(inv, binary);
   }
 
   /** One plugin run with its binary already found; ADD's validated result, else undefined. */
-  private async run(
-    command: CniCommand,
-    list: Pick<NetworkConfigList, "name" | "cniVersion">,
-    plugin: PluginConf,
-    binary: string,
-    args: InvocationArgs,
-    capabilityArgs: Record<string, unknown>,
-    prevResult: unknown,
-    signal?: AbortSignal,
-    timer?: StepTimer,
-  ): Promise<unknown> {
-    const what = describeInvocation(command, list, plugin, args);
-    const stdin = JSON.stringify(pluginStdin(list, plugin, capabilityArgs, prevResult));
-    const exec = () => execPlugin(what, { binary, env: pluginEnv(command, args), stdin, timeoutMs: this.timeoutMs, signal });
-    const stdout = await timed(timer, `cni.${command.toLowerCase()}.${plugin.type}`, exec, 1);
-    if (command !== "ADD") return undefined;
+  private async run(inv: PluginInvocation, binary: string): Promise<unknown> {
+    const what = describeInvocation(inv);
+    const stdin = JSON.stringify(pluginStdin(inv.list, inv.plugin, inv.capabilityArgs, inv.prevResult));
+    const exec = () => execPlugin(what, { binary, env: pluginEnv(inv.command, inv.args), stdin, timeoutMs: this.timeoutMs, signal: inv.signal });
+    const stdout = await timed(inv.timer, `cni.${inv.command.toLowerCase()}.${inv.plugin.type}`, exec, 1);
+    if (inv.command !== "ADD") return undefined;
     try {
       // Validate now; pass the plugin's own JSON on as the next prevResult.
-      parseResult(stdout, list.cniVersion);
+      parseResult(stdout, inv.list.cniVersion);
       return JSON.parse(stdout);
     } catch (err) {
       throw new CridockError("UNKNOWN", `${what}: unusable result`, { cause: err });
     }
   }
-}
-
-function describeInvocation(command: CniCommand, list: Pick<NetworkConfigList, "name">, plugin: PluginConf, args: InvocationArgs): string {
-  return `CNI plugin ${plugin.type} ${command} (network ${list.name}, container ${args.containerId.slice(0, 12)})`;
 }

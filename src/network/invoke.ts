@@ -5,6 +5,7 @@
  * error JSON on stdout. A plugin that outlives the timeout is killed.
  */
 import { CridockError } from "../errors.ts";
+import type { StepTimer } from "../steps.ts";
 import type { NetworkConfigList, PluginConf } from "./conf.ts";
 import { runProcess } from "./spawner.ts";
 
@@ -17,6 +18,27 @@ export interface InvocationArgs {
   /** CNI_ARGS pairs, IgnoreUnknown first. */
   args: [string, string][];
   binDirs: string[];
+}
+
+/** One run of one plugin of a network config list: what it is told (environment, stdin) and how it is run. */
+export interface PluginInvocation {
+  command: CniCommand;
+  list: Pick<NetworkConfigList, "name" | "cniVersion">;
+  plugin: PluginConf;
+  args: InvocationArgs;
+  /** runtimeConfig values by capability; a plugin gets those it declares. */
+  capabilityArgs: Record<string, unknown>;
+  /** The previous plugin's result (ADD through a list), or the cached ADD result (DEL, CHECK); undefined: none. */
+  prevResult: unknown;
+  /** Cancels the run (the plugin is killed). */
+  signal?: AbortSignal;
+  /** Collects the run as a step of the calling operation. */
+  timer?: StepTimer;
+}
+
+/** How errors and logs name an invocation. */
+export function describeInvocation(inv: Pick<PluginInvocation, "command" | "list" | "plugin" | "args">): string {
+  return `CNI plugin ${inv.plugin.type} ${inv.command} (network ${inv.list.name}, container ${inv.args.containerId.slice(0, 12)})`;
 }
 
 /** CNI_ARGS for a Kubernetes pod, as kubelet's dockershim passed them. */

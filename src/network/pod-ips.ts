@@ -4,9 +4,11 @@
  * adoption; the result is then kept in cridock's checkpoint like any CNI
  * result. `ip -j addr` (iproute2) inside the namespace through util-linux
  * nsenter: structured output, the interface named, and global-scope
- * addresses only (no loopback, no IPv6 link-local).
+ * addresses only (no loopback, no IPv6 link-local). Run from the spawner's
+ * worker threads, like the plugins, so a takeover of many pods at start
+ * never holds the event loop in fork and exec.
  */
-import { execFile } from "node:child_process";
+import { runProcess } from "./spawner.ts";
 
 interface IpAddrEntry {
   ifname?: string;
@@ -42,20 +44,13 @@ export function parseIpAddrCidrs(text: string, ifName: string): string[] {
 }
 
 /** The pod's addresses (CIDR form) on `ifName`, read inside the namespace at `netnsPath` (a handle or /proc/<pid>/ns/net). */
-export function readPodAddresses(netnsPath: string, ifName = "eth0", timeoutMs = 10_000): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    execFile("nsenter", [`--net=${netnsPath}`, "ip", "-j", "addr", "show"], { timeout: timeoutMs, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
-      if (err) {
-        reject(new Error(`reading the addresses in ${netnsPath}: ${String(stderr).trim() || err.message}`));
-        return;
-      }
-      try {
-        resolve(parseIpAddrCidrs(String(stdout), ifName));
-      } catch (e) {
-        reject(e);
-      }
-    });
-  });
+export async function readPodAddresses(netnsPath: string, ifName = "eth0", timeoutMs = 10_000): Promise<string[]> {
+  const r = await runProcess({ command: "nsenter", args: [`--net=${netnsPath}`, "ip", "-j", "addr", "show"], timeoutMs });
+  if (r.code !== 0 || r.killedFor || r.spawnError) {
+    const why = r.stderr.trim() || r.killedFor || r.spawnError?.message || `exit status ${r.code ?? r.signal}`;
+    throw new Error(`reading the addresses in ${netnsPath}: ${why}`, r.spawnError ? { cause: r.spawnError } : undefined);
+  }
+  return parseIpAddrCidrs(r.stdout, ifName);
 }
 
 /**
