@@ -8,9 +8,9 @@
 #
 # --kubectl-path: many specs shell out to kubectl (every sig-cli spec, and
 # the Services, DNS and networking specs through `kubectl exec`), and
-# e2e.test's default is whatever `kubectl` the PATH finds: on a fresh
-# machine none, on others a client of another version, outside the
-# one-minor skew kubectl supports. The suite takes the kubectl built with the
+# e2e.test's default is whatever `kubectl` the PATH finds: none on a
+# machine without one, elsewhere perhaps a client of another version (here
+# a v1.32 one), outside the one-minor skew kubectl supports. The suite takes the kubectl built with the
 # cluster it tests.
 e2e_binary_flags() {
   local dir="$1"
