@@ -30,6 +30,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 # shellcheck source=scripts/lib/cluster-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
+# shellcheck source=scripts/lib/conformance-e2e.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/conformance-e2e.sh"
 # shellcheck source=scripts/lib/conformance-node.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/conformance-node.sh"
 
@@ -111,10 +113,10 @@ run_e2e() {
     bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" up >/dev/null
     brought_up=true
   fi
+  e2e_binary_flags "$dir"
   # The caller's binary flags come last: Go's flag package keeps the last value.
   run_ginkgo "$dir" "$KUBERNETES_TEST_BIN_DIR/e2e.test" "${#ginkgo_args[@]}" "${ginkgo_args[@]}" \
-    --provider=local --kubeconfig="$CLUSTER_KUBECONFIG" --report-dir="$dir" \
-    --non-blocking-taints=node-role.kubernetes.io/control-plane "${USER_BINARY_ARGS[@]}" || status=$?
+    "${E2E_BINARY_FLAGS[@]}" "${USER_BINARY_ARGS[@]}" || status=$?
   if "$brought_up"; then bash "$CRIDOCK_REPO_ROOT/scripts/cluster.sh" down || status=1; fi
   return "$status"
 }

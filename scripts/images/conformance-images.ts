@@ -71,9 +71,12 @@ function executable(path: string, source: string, mode = 0o755): LayerEntry {
 /**
  * What agnhost's subcommands and the specs that exec into it run: dig and
  * nslookup (bind-tools), curl, nc (netcat-openbsd), ip and ss (iproute2),
- * iperf, bash and ipcs, as upstream's `apk add` line lists them.
+ * iperf, bash and ipcs, as upstream's `apk add` line lists them; and getent,
+ * which alpine's base image has (musl-utils) and the DNS specs' agnhost
+ * querier runs (`getent hosts <name>`).
  */
 const AGNHOST_TOOLS = [
+  "/usr/bin/getent",
   "/usr/bin/dig",
   "/usr/bin/nslookup",
   "/usr/bin/curl",

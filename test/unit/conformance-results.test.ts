@@ -75,7 +75,7 @@ t.test("the conformance images carry manifest.go's names, agnhost under both ver
   t.ok(catalog.every((spec) => spec.registryOnly), "registry-only: the suites pull them");
 });
 
-t.test("busybox and agnhost both have nmeter, which the container lifecycle specs stamp their logs with", async (t) => {
+t.test("busybox and agnhost have nmeter (the container lifecycle specs stamp their logs with it), agnhost getent (the DNS specs)", async (t) => {
   // agnhost's contents read the built programs and porter's certificate: stand-ins do.
   const dir = await mkdtemp(join(tmpdir(), "conformance-images-"));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -91,5 +91,10 @@ t.test("busybox and agnhost both have nmeter, which the container lifecycle spec
     const paths = new Set(spec!.contents().map((e) => e.path.replace(/^\//, "")));
     t.ok(paths.has("bin/nmeter"), `${tag} has /bin/nmeter`);
     t.ok(paths.has("usr/libexec/nmeter/date"), `${tag} has the date nmeter runs`);
+  }
+  // The DNS specs' agnhost querier runs `getent hosts <name>` (alpine's base has it).
+  for (const tag of ["agnhost:2.63.0", "agnhost:2.55"]) {
+    const spec = catalog.find((s) => s.tags.includes(`registry.k8s.io/e2e-test-images/${tag}`));
+    t.ok(spec!.contents().some((e) => e.path === "/usr/bin/getent"), `${tag} has getent`);
   }
 });
