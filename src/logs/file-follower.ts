@@ -2,10 +2,10 @@
  * Writes one container's CRI log file from Docker's json-file log on disk:
  * large reads of `<docker root>/containers/<id>/<id>-json.log` (and its
  * rotated files, see json-tail.ts), converted in place (json-log.ts) and
- * appended in one write per read. This is several times faster than Docker's
- * log API, which decodes and re-encodes the same file, and reads at the
- * speed of the disk, so Docker's bounded copy does not rotate lines away
- * before they are read.
+ * appended in one write per read (the buffers are json-pump.ts's). This is
+ * several times faster than Docker's log API, which decodes and re-encodes
+ * the same file, and reads at the speed of the disk, so Docker's bounded
+ * copy does not rotate lines away before they are read.
  *
  * Resume is exact. Each Docker entry becomes one record; every write carries
  * the Docker position it reached (CriLogFile marks), and the checkpoint pairs
@@ -27,22 +27,11 @@ import { isNotFound } from "../docker/errors.ts";
 import { ContainerExitCheck } from "./container-exit.ts";
 import { parseDockerTime } from "../docker/time.ts";
 import { delay, FollowerBase, type LogFollowerOptions } from "./follower-base.ts";
-import { JsonLogConverter } from "./json-log.ts";
+import { JsonLogPump } from "./json-pump.ts";
 import { JsonLogTail, type TailPosition } from "./json-tail.ts";
 import { Doorbell, LogWatch, type WakeReason } from "./log-watch.ts";
 import { countRecordsAfter, FROM_START, type FollowState } from "./resume.ts";
 
-/**
- * Reads start this large and grow to READ_SIZE once a read fills the buffer
- * (output flowing faster than small reads keep up with). Most containers log
- * little; two 1 MiB buffers for each, allocated outside V8's heap, cost every
- * container start an mmap and its page faults, and forty of them made V8
- * run full collections for the external memory alone.
- */
-const FIRST_READ_SIZE = 16 * 1024;
-const READ_SIZE = 1 << 20;
-/** Output of one read: records are never longer than their JSON lines, plus padding of the time. */
-const OUT_SLACK = 64 * 1024;
 /**
  * With a watch, the safety poll of a quiet log: first this long after the
  * last change, then doubling up to the maximum. It finds what a watch missed
@@ -88,8 +77,6 @@ export interface JsonFileFollowerOptions extends LogFollowerOptions {
   safetyPollMs?: { first: number; max: number };
 }
 
-type Phase = "more" | "file-end" | "output-end";
-
 /**
  * `ms` stretched to end on a whole second of the clock. Node runs every
  * timer that is due in one wake of the event loop, so the safety polls of
@@ -102,12 +89,7 @@ export function onTheSecond(ms: number, now = Date.now()): number {
 
 export class JsonFileFollower extends FollowerBase<TailPosition> {
   private tail: JsonLogTail | undefined;
-  private converter = new JsonLogConverter();
-  private input = Buffer.allocUnsafe(FIRST_READ_SIZE);
-  private output = Buffer.allocUnsafe(FIRST_READ_SIZE + OUT_SLACK);
-  /** Bytes at the start of `input` read but not consumed yet (a line still incomplete or held). */
-  private carry = 0;
-  private lastTime = "";
+  private readonly pump: JsonLogPump;
   private dockerLogPath = "";
   private maxFiles = 1;
   private readonly bell = new Doorbell();
@@ -119,6 +101,13 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
 
   constructor(protected override readonly options: JsonFileFollowerOptions) {
     super(options);
+    this.pump = new JsonLogPump({
+      logger: this.log,
+      sink: async (records, unread) => {
+        await this.file.appendBytes(records, this.tail!.position(unread));
+        await this.persistIfDue();
+      },
+    });
     this.exit = new ContainerExitCheck(options.docker, this.containerId);
   }
 
@@ -152,7 +141,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
       this.log.warn({ err }, "cannot read the CRI log file's tail; resuming from the checkpoint alone");
       return undefined;
     });
-    this.lastTime = state.source?.lastTime ?? "";
+    this.pump.lastTime = state.source?.lastTime ?? "";
     this.resumed = true;
     await this.file.open();
     this.log.info({ records: tail?.records ?? 0, from: state.source?.position }, "resuming the container log from Docker's log file");
@@ -188,7 +177,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
   }
 
   protected override checkpointable(): boolean {
-    return this.converter.skip === 0 && (!this.resumed || this.file.position().mark !== undefined);
+    return this.pump.skip === 0 && (!this.resumed || this.file.position().mark !== undefined);
   }
 
   /** `persisted`: the checkpoint already names the position open() reached. */
@@ -211,33 +200,28 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
       while (!this.abort.signal.aborted) {
         // Reading: the watch is off, so Docker's new files are looked for on a timer (also while a write is stuck).
         if (!this.watch?.armed) this.pollRefresh();
-        if (this.carry === this.input.length) this.grow();
         // This read sees everything rung so far.
         this.bell.clearLog();
-        const space = this.input.length - this.carry;
-        const n = await tail.read(this.input, this.carry);
+        const pulled = await this.pump.pull(tail);
         if (unannounced) {
-          misses = n > 0 ? misses + 1 : 0;
+          misses = pulled.bytes > 0 ? misses + 1 : 0;
           unannounced = false;
           if (misses >= MISSES_TO_POLL) this.dropWatch();
         }
-        if (n > 0) {
+        if (pulled.bytes > 0) {
           this.watch?.disarm();
-          await this.consume(this.carry + n, "more");
-          // A full read: more is waiting; read in large steps from now on.
-          if (n === space && this.input.length < READ_SIZE) this.grow(READ_SIZE);
           // Caught up with dockerd while it still writes (the read did not fill
           // the buffer): let its next lines gather for a while instead of
           // chasing every write with a read, a conversion and a write of the
           // CRI file, each a round through libuv's threadpool.
-          if (n < space) await delay(FLOWING_MS, this.abort.signal);
+          if (!pulled.filled) await delay(FLOWING_MS, this.abort.signal);
           continue;
         }
         // While armed, renames call refresh() themselves; a safety poll looks anyway (a missed rename).
         const step = await tail.next(!this.watch?.armed || woke !== "log");
         if (step === "more") continue;
         if (step === "switched" || step === "truncated") {
-          await this.endOfFile(step === "switched" ? "file-end" : "output-end");
+          await this.pump.endOfFile(step === "switched" ? "file-end" : "output-end");
           continue;
         }
         if (exitedAt > 0) {
@@ -280,7 +264,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
         if (woke !== "timeout") safetyMs = safety.first;
       }
       if (this.abort.signal.aborted) return;
-      await this.endOfFile("output-end");
+      await this.pump.endOfFile("output-end");
       this.finished = true;
       await this.persist(true);
       await this.file.close();
@@ -329,71 +313,41 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
       start = await tail.openAt(from);
       if (start.inode !== from.inode || start.offset !== from.offset) {
         // What was written came from the lost part; nothing of the new start is in the file.
-        this.log.warn({ lastWritten: this.lastTime || "unknown" }, "Docker's log position was lost while cridock was down; output after the last written line up to the oldest line Docker kept is missing");
+        this.log.warn({ lastWritten: this.pump.lastTime || "unknown" }, "Docker's log position was lost while cridock was down; output after the last written line up to the oldest line Docker kept is missing");
         skip = 0;
       }
     } else {
       await tail.openFromStart();
       start = tail.position(0);
     }
-    this.converter = new JsonLogConverter(skip);
+    this.pump.restart(this.dockerLogPath, skip);
     await this.file.appendBytes(Buffer.alloc(0), start);
     return true;
   }
 
   /**
    * Reads past the entries whose records an earlier run wrote after its last
-   * checkpoint (the converter's skip). They are in Docker's log already; an
+   * checkpoint (the pump's skip). They are in Docker's log already; an
    * entry may still be in the middle of being written, so the end of the log
    * is waited for briefly before the rest is given up as not there.
    */
   private async skipWritten(): Promise<void> {
     const tail = this.tail!;
     let idle = 0;
-    while (this.converter.skip > 0 && !this.abort.signal.aborted) {
-      if (this.carry === this.input.length) this.grow();
-      const n = await tail.read(this.input, this.carry);
-      if (n > 0) {
-        await this.consume(this.carry + n, "more");
-        continue;
-      }
+    while (this.pump.skip > 0 && !this.abort.signal.aborted) {
+      if ((await this.pump.pull(tail)).bytes > 0) continue;
       const step = await tail.next();
       if (step === "more") continue;
       if (step === "switched" || step === "truncated") {
-        await this.endOfFile(step === "switched" ? "file-end" : "output-end");
+        await this.pump.endOfFile(step === "switched" ? "file-end" : "output-end");
         continue;
       }
       if (++idle > SKIP_WAIT_TRIES) {
-        this.log.warn({ records: this.converter.skip }, "the CRI log file holds records Docker's log does not; continuing after Docker's last entry");
-        this.converter.skip = 0;
+        this.log.warn({ records: this.pump.skip }, "the CRI log file holds records Docker's log does not; continuing after Docker's last entry");
+        this.pump.endSkip();
         break;
       }
       await delay(SKIP_WAIT_MS, this.abort.signal);
-    }
-  }
-
-  /** Converts and writes the complete lines in input[0, length); keeps the rest as carry. */
-  private async consume(length: number, phase: Phase): Promise<void> {
-    let pos = 0;
-    while (pos < length) {
-      const r = this.converter.convert(this.input, pos, length, this.output, 0, { more: phase === "more" });
-      pos += r.consumed;
-      if (r.lastTime) this.lastTime = r.lastTime;
-      if (r.malformedBytes > 0) this.log.warn({ bytes: r.malformedBytes, dockerLog: this.dockerLogPath }, "skipped bytes of Docker's log that are not log entries");
-      if (r.consumed === 0) break;
-      await this.file.appendBytes(this.output.subarray(0, r.written), this.tail!.position(length - pos));
-      await this.persistIfDue();
-    }
-    this.input.copy(this.input, 0, pos, length);
-    this.carry = length - pos;
-  }
-
-  /** Flushes what a finished file left; an incomplete last line there can never complete. */
-  private async endOfFile(phase: Phase): Promise<void> {
-    if (this.carry > 0) await this.consume(this.carry, phase);
-    if (this.carry > 0) {
-      this.log.warn({ bytes: this.carry, dockerLog: this.dockerLogPath }, "Docker's log file ends in an incomplete entry; its bytes are dropped");
-      this.carry = 0;
     }
   }
 
@@ -428,15 +382,7 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
       offset: position.size,
       done,
       kind: "json-file",
-      source: position.mark ? { dockerLogPath: this.dockerLogPath, maxFiles: this.maxFiles, position: position.mark, lastTime: this.lastTime } : undefined,
+      source: position.mark ? { dockerLogPath: this.dockerLogPath, maxFiles: this.maxFiles, position: position.mark, lastTime: this.pump.lastTime } : undefined,
     };
-  }
-
-  /** A larger input buffer (twice as large, or `size`), keeping the carry. */
-  private grow(size = this.input.length * 2): void {
-    const bigger = Buffer.allocUnsafe(Math.max(size, this.input.length));
-    this.input.copy(bigger, 0, 0, this.carry);
-    this.input = bigger;
-    this.output = Buffer.allocUnsafe(bigger.length + OUT_SLACK);
   }
 }

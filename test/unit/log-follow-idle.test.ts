@@ -6,20 +6,16 @@
  */
 import t from "tap";
 import { spawn } from "node:child_process";
-import { appendFile, link, mkdtemp, open, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { appendFile, link, mkdtemp, open, rename, rm, writeFile } from "node:fs/promises";
 import * as fsPromises from "node:fs/promises";
 import { createRequire, syncBuiltinESMExports } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { JsonFileFollower, onTheSecond } from "../../src/logs/file-follower.ts";
+import { onTheSecond } from "../../src/logs/file-follower.ts";
 import { JsonLogTail } from "../../src/logs/json-tail.ts";
 import { Doorbell, LogWatch } from "../../src/logs/log-watch.ts";
-import { FollowStateStore } from "../../src/logs/resume.ts";
-import { parseRecord } from "../../src/logs/crilog.ts";
-import type { DockerClient } from "../../src/docker/client.ts";
-import { createLogger } from "../../src/log.ts";
+import { criContents, dockerEntry, followerFixture, silentLog as log, until } from "../helpers/json-log-fixture.ts";
 
-const log = createLogger("silent" as never);
 const require = createRequire(import.meta.url);
 
 /** Counts file reads and stats made by this process while `counting` is set. */
@@ -47,61 +43,11 @@ async function countFileOperations(): Promise<void> {
   syncBuiltinESMExports();
 }
 
-function entry(text: string): string {
-  return `${JSON.stringify({ log: text, stream: "stdout", time: "2026-01-02T03:04:05.1234Z" })}\n`;
-}
-
-async function criText(path: string): Promise<string[]> {
-  const text = await readFile(path, "utf8").catch(() => "");
-  return text
-    .split("\n")
-    .slice(0, -1)
-    .map((l) => parseRecord(l)?.content ?? `?${l}`);
-}
-
-async function until(what: string, check: () => Promise<boolean>, ms: number): Promise<number> {
-  const start = Date.now();
-  while (!(await check())) {
-    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return Date.now() - start;
-}
-
-/** A container directory as dockerd lays it out, a fake Docker answering inspect, and a follower with a minute-long safety poll (unless given). */
+/** A started follower with a minute-long safety poll (unless given). */
 async function setup(t: { teardown(fn: () => unknown): void }, pid = process.pid, safetyPollMs = { first: 60_000, max: 60_000 }) {
-  const dir = await mkdtemp(join(tmpdir(), "cridock-idle-"));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const path = join(dir, "c-json.log");
-  await writeFile(path, "");
-  const state = { running: true, inspects: 0 };
-  const docker = {
-    inspectContainer: async () => {
-      state.inspects++;
-      // A pid visible in /proc, as a container's process is.
-      return {
-        LogPath: path,
-        HostConfig: { LogConfig: { Type: "json-file", Config: { "max-file": "3" } } },
-        State: { Running: state.running, Pid: state.running ? pid : 0 },
-      };
-    },
-  } as unknown as DockerClient;
-  // The CRI file lives elsewhere, as kubelet's pod log directory does: its writes in Docker's directory would wake the follower.
-  const criDir = await mkdtemp(join(tmpdir(), "cridock-idle-cri-"));
-  t.teardown(() => rm(criDir, { recursive: true, force: true }));
-  const criPath = join(criDir, "cri.log");
-  const follower = new JsonFileFollower({
-    docker,
-    store: new FollowStateStore(join(dir, "state")),
-    logger: log,
-    containerId: "c".repeat(64),
-    logPath: criPath,
-    tty: false,
-    safetyPollMs,
-  });
-  t.teardown(() => follower.stop());
-  await follower.startFresh();
-  return { dir, path, criPath, state, follower };
+  const s = await followerFixture(t, { pid, safetyPollMs });
+  await s.follower.startFresh();
+  return s;
 }
 
 t.before(countFileOperations);
@@ -109,8 +55,8 @@ t.before(countFileOperations);
 t.test("a quiet follower reads and stats nothing; a write after the quiet arrives at once", async (t) => {
   const s = await setup(t);
   t.ok(s.follower.watching, "Docker's directory is watched");
-  await appendFile(s.path, entry("one\n"));
-  await until("the first line", async () => (await criText(s.criPath)).length === 1, 2000);
+  await appendFile(s.dockerLog, dockerEntry("one\n"));
+  await until("the first line", async () => (await criContents(s.criPath)).length === 1, 2000);
   // Let the checkpoint after the write land, then count.
   await new Promise((r) => setTimeout(r, 700));
   ops.reads = ops.stats = 0;
@@ -118,16 +64,16 @@ t.test("a quiet follower reads and stats nothing; a write after the quiet arrive
   await new Promise((r) => setTimeout(r, 1500));
   ops.counting = false;
   t.same({ reads: ops.reads, stats: ops.stats }, { reads: 0, stats: 0 }, "no file operation in 1.5 s of quiet");
-  await appendFile(s.path, entry("two\n"));
-  const ms = await until("the line written after the quiet", async () => (await criText(s.criPath)).length === 2, 1000);
+  await appendFile(s.dockerLog, dockerEntry("two\n"));
+  const ms = await until("the line written after the quiet", async () => (await criContents(s.criPath)).length === 2, 1000);
   t.ok(ms < 1000, `arrived after ${ms} ms, with a safety poll of a minute`);
 });
 
 t.test("safety polls of a quiet log go through no threadpool; one still finds a write no event announced", async (t) => {
   // Polls every 50 ms (stretched to the next whole second) instead of backing off to minutes.
   const s = await setup(t, process.pid, { first: 50, max: 50 });
-  await appendFile(s.path, entry("one\n"));
-  await until("the first line", async () => (await criText(s.criPath)).length === 1, 2000);
+  await appendFile(s.dockerLog, dockerEntry("one\n"));
+  await until("the first line", async () => (await criContents(s.criPath)).length === 1, 2000);
   // The first poll after the write looks fully (the watch had reported it); it falls on the next whole second.
   await new Promise((r) => setTimeout(r, 1600));
   ops.reads = ops.stats = 0;
@@ -140,11 +86,11 @@ t.test("safety polls of a quiet log go through no threadpool; one still finds a 
   // A write through a hard link in another directory: the watch on Docker's directory never hears of it.
   const elsewhere = await mkdtemp(join(tmpdir(), "cridock-idle-link-"));
   t.teardown(() => rm(elsewhere, { recursive: true, force: true }));
-  await link(s.path, join(elsewhere, "same-file"));
-  await appendFile(join(elsewhere, "same-file"), entry("unannounced\n"));
+  await link(s.dockerLog, join(elsewhere, "same-file"));
+  await appendFile(join(elsewhere, "same-file"), dockerEntry("unannounced\n"));
   // Safety polls end on whole seconds: the next one is at most a second and a poll away.
-  await until("the unannounced line", async () => (await criText(s.criPath)).length === 2, 2500);
-  t.same(await criText(s.criPath), ["one", "unannounced"]);
+  await until("the unannounced line", async () => (await criContents(s.criPath)).length === 2, 2500);
+  t.same(await criContents(s.criPath), ["one", "unannounced"]);
 });
 
 t.test("the safety polls of many quiet followers fall on whole seconds, so they share wakes of the event loop", async (t) => {
@@ -188,26 +134,26 @@ t.test("a safety poll finds the container's end when no event and no state file 
 
 t.test("a rotation after a quiet spell is followed without a poll", async (t) => {
   const s = await setup(t);
-  await appendFile(s.path, entry("a\n"));
-  await until("a", async () => (await criText(s.criPath)).length === 1, 2000);
+  await appendFile(s.dockerLog, dockerEntry("a\n"));
+  await until("a", async () => (await criContents(s.criPath)).length === 1, 2000);
   await new Promise((r) => setTimeout(r, 300));
-  await appendFile(s.path, entry("b\n"));
-  await rename(s.path, `${s.path}.1`);
-  await writeFile(s.path, entry("c\n"));
-  await until("b and c", async () => (await criText(s.criPath)).length === 3, 1000);
-  t.same(await criText(s.criPath), ["a", "b", "c"]);
+  await appendFile(s.dockerLog, dockerEntry("b\n"));
+  await rename(s.dockerLog, `${s.dockerLog}.1`);
+  await writeFile(s.dockerLog, dockerEntry("c\n"));
+  await until("b and c", async () => (await criContents(s.criPath)).length === 3, 1000);
+  t.same(await criContents(s.criPath), ["a", "b", "c"]);
 });
 
 t.test("the container's end: Docker's die event, or dockerd rewriting its state file, ends the follower at once", async (t) => {
   const byEvent = await setup(t);
-  await appendFile(byEvent.path, entry("last"));
+  await appendFile(byEvent.dockerLog, dockerEntry("last"));
   await new Promise((r) => setTimeout(r, 200));
   const before = byEvent.state.inspects;
   byEvent.state.running = false;
   byEvent.follower.checkExit();
   await until("the follower finishing after the die event", async () => byEvent.follower.done, 1000);
   t.ok(byEvent.state.inspects > before, "Docker was asked");
-  t.same(await criText(byEvent.criPath), ["last"], "the unfinished last line is written, ending its line");
+  t.same(await criContents(byEvent.criPath), ["last"], "the unfinished last line is written, ending its line");
 
   // No event this time: the process ends and dockerd rewrites the container's state file.
   const child = spawn("sleep", ["30"], { stdio: "ignore" });
@@ -248,19 +194,19 @@ t.test("a directory that cannot be watched leaves the follower to poll", async (
 
 t.test("a container writing steadily is read in rounds, not once per write", async (t) => {
   const s = await setup(t);
-  await appendFile(s.path, entry("first\n"));
-  await until("the first line", async () => (await criText(s.criPath)).length === 1, 2000);
+  await appendFile(s.dockerLog, dockerEntry("first\n"));
+  await until("the first line", async () => (await criContents(s.criPath)).length === 1, 2000);
   ops.reads = ops.stats = 0;
   ops.counting = true;
   // dockerd writes each line on its own: 150 writes, 10 ms apart.
   const writes = 150;
   for (let i = 0; i < writes; i++) {
-    await appendFile(s.path, entry(`line ${i}\n`));
+    await appendFile(s.dockerLog, dockerEntry(`line ${i}\n`));
     await new Promise((r) => setTimeout(r, 10));
   }
-  await until("every line", async () => (await criText(s.criPath)).length === writes + 1, 3000);
+  await until("every line", async () => (await criContents(s.criPath)).length === writes + 1, 3000);
   ops.counting = false;
-  t.same((await criText(s.criPath)).slice(1), Array.from({ length: writes }, (_, i) => `line ${i}`), "every line once, in order");
+  t.same((await criContents(s.criPath)).slice(1), Array.from({ length: writes }, (_, i) => `line ${i}`), "every line once, in order");
   // Reading as each write lands took a read per write or two (about 100 here);
   // gathering while output flows takes one per round, whatever the rounds' timing.
   t.ok(ops.reads <= writes / 5, `${ops.reads} reads for ${writes} writes`);

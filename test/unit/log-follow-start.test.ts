@@ -8,36 +8,12 @@
  * not there without complaint.
  */
 import t from "tap";
-import { appendFile, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { appendFile, mkdtemp, readFile, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { JsonFileFollower } from "../../src/logs/file-follower.ts";
 import { FollowStateStore, type FollowState } from "../../src/logs/resume.ts";
-import { parseRecord } from "../../src/logs/crilog.ts";
-import type { DockerClient } from "../../src/docker/client.ts";
-import { createLogger } from "../../src/log.ts";
+import { criContents, dockerEntry, followerFixture, until } from "../helpers/json-log-fixture.ts";
 
-const log = createLogger("silent" as never);
-
-function entry(text: string): string {
-  return `${JSON.stringify({ log: text, stream: "stdout", time: "2026-01-02T03:04:05.1234Z" })}\n`;
-}
-
-async function criLines(path: string): Promise<string[]> {
-  const text = await readFile(path, "utf8").catch(() => "");
-  return text
-    .split("\n")
-    .slice(0, -1)
-    .map((l) => parseRecord(l)?.content ?? `?${l}`);
-}
-
-async function until(what: string, check: () => Promise<boolean>, ms: number): Promise<void> {
-  const start = Date.now();
-  while (!(await check())) {
-    if (Date.now() - start > ms) throw new Error(`not within ${ms} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** Records every checkpoint saved, in order. */
 class RecordingStore extends FollowStateStore {
@@ -48,26 +24,8 @@ class RecordingStore extends FollowStateStore {
   }
 }
 
-async function setup(t: { teardown(fn: () => unknown): void }, initialLog = "") {
-  const dir = await mkdtemp(join(tmpdir(), "cridock-follow-start-"));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const dockerLog = join(dir, "c-json.log");
-  await writeFile(dockerLog, initialLog);
-  const state = { running: true };
-  const docker = {
-    inspectContainer: async () => ({
-      LogPath: dockerLog,
-      HostConfig: { LogConfig: { Type: "json-file", Config: { "max-file": "3" } } },
-      State: { Running: state.running, Pid: state.running ? process.pid : 0 },
-    }),
-  } as unknown as DockerClient;
-  const criDir = await mkdtemp(join(tmpdir(), "cridock-follow-start-cri-"));
-  t.teardown(() => rm(criDir, { recursive: true, force: true }));
-  const criPath = join(criDir, "cri.log");
-  const store = new RecordingStore(join(dir, "state"));
-  const follower = new JsonFileFollower({ docker, store, logger: log, containerId: "c".repeat(64), logPath: criPath, tty: false });
-  t.teardown(() => follower.stop());
-  return { dir, dockerLog, criPath, store, follower, state };
+function setup(t: { teardown(fn: () => unknown): void }, initialLog = "") {
+  return followerFixture<RecordingStore>(t, { initialLog, store: (dir) => new RecordingStore(dir) });
 }
 
 t.test("the checkpoint written before a fresh start returns names Docker's log file, and no second one follows at once", async (t) => {
@@ -88,13 +46,13 @@ t.test("the checkpoint written before a fresh start returns names Docker's log f
 t.test("output larger than the first read buffer, then much larger, arrives whole and in order", async (t) => {
   // 40,000 lines (about 3.4 MB of Docker's JSON) before the start, then 5,000 more while following.
   const before = Array.from({ length: 40_000 }, (_, i) => `before ${i} ${"x".repeat(20)}\n`);
-  const s = await setup(t, before.map(entry).join(""));
+  const s = await setup(t, before.map(dockerEntry).join(""));
   await s.follower.startFresh();
   const after = Array.from({ length: 5_000 }, (_, i) => `after ${i}\n`);
-  await appendFile(s.dockerLog, after.map(entry).join(""));
+  await appendFile(s.dockerLog, after.map(dockerEntry).join(""));
   const want = [...before, ...after].map((l) => l.slice(0, -1));
-  await until("every line in the CRI file", async () => (await criLines(s.criPath)).length >= want.length, 20_000);
-  const got = await criLines(s.criPath);
+  await until("every line in the CRI file", async () => (await criContents(s.criPath)).length >= want.length, 20_000);
+  const got = await criContents(s.criPath);
   t.equal(got.length, want.length, "no line lost or doubled");
   t.same(got, want, "every line, in order");
 });
