@@ -35,6 +35,11 @@ export class ContainerExitCheck {
     this.reported = true;
   }
 
+  /** An end was reported that no check has asked Docker about yet. */
+  get pending(): boolean {
+    return this.reported;
+  }
+
   /**
    * A safety poll's check, without libuv's threadpool: true when no end was
    * reported and the container's process is still in /proc (one access()

@@ -69,8 +69,6 @@ const MISSES_TO_POLL = 2;
 /** Resume: how long the end of Docker's log is waited for while entries already written are passed over. */
 const SKIP_WAIT_MS = 50;
 const SKIP_WAIT_TRIES = 20;
-/** Once the container exited, output is complete after a quiet period this long. */
-const SETTLE_MS = 100;
 
 /** The Docker-API follower's inputs, and the safety poll's timing (tests shorten or lengthen it). */
 export interface JsonFileFollowerOptions extends LogFollowerOptions {
@@ -192,7 +190,16 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
       const tail = this.tail!;
       const safety = this.options.safetyPollMs ?? { first: SAFETY_FIRST_MS, max: SAFETY_MAX_MS };
       let safetyMs = safety.first;
-      let exitedAt = 0;
+      /**
+       * Docker said the container ended. It says so only after its log
+       * copier drained the container's pipes and the log driver closed
+       * (dockerd's exit handler waits for both before it marks the container
+       * stopped and sends the die event), so what Docker's files hold then
+       * is all there will be: read to their end once, without waiting for
+       * more, and finish. ContainerStatus waits for that before it reports
+       * the exit (kubelet and kubectl read the log right after).
+       */
+      let exited = false;
       let woke: WakeReason = "state";
       /** The last wake was a safety poll with no event since the one before. */
       let unannounced = false;
@@ -214,22 +221,23 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
           // the buffer): let its next lines gather for a while instead of
           // chasing every write with a read, a conversion and a write of the
           // CRI file, each a round through libuv's threadpool.
-          if (!pulled.filled) await delay(FLOWING_MS, this.abort.signal);
+          // Docker's die event cuts the pause short, and none is made once
+          // it came: the end is confirmed at the end of the file.
+          if (!pulled.filled && !exited && !this.exit.pending) {
+            this.bell.clearLog();
+            await this.bell.wait(FLOWING_MS, this.abort.signal);
+          }
           continue;
         }
-        // While armed, renames call refresh() themselves; a safety poll looks anyway (a missed rename).
-        const step = await tail.next(!this.watch?.armed || woke !== "log");
+        // While armed, renames call refresh() themselves; a safety poll looks anyway (a missed rename),
+        // and so does the last look after the end (a rename whose event is still on its way).
+        const step = await tail.next(exited || !this.watch?.armed || woke !== "log");
         if (step === "more") continue;
         if (step === "switched" || step === "truncated") {
           await this.pump.endOfFile(step === "switched" ? "file-end" : "output-end");
           continue;
         }
-        if (exitedAt > 0) {
-          const settled = Date.now() - exitedAt;
-          if (settled >= SETTLE_MS) break;
-          await this.bell.wait(SETTLE_MS - settled, this.abort.signal);
-          continue;
-        }
+        if (exited) break;
         if (this.watch?.available && !this.watch.armed) {
           // At the end of the log: watch again, then read once more for what came before the watch.
           this.stopPollRefresh();
@@ -237,8 +245,8 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
           continue;
         }
         // Changes of the log itself say nothing about the container's end.
-        if (woke !== "log" && (await this.exit.exited())) {
-          exitedAt = Date.now();
+        if ((woke !== "log" || this.exit.pending) && (await this.exit.exited())) {
+          exited = true;
           continue;
         }
         for (;;) {

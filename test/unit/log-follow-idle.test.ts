@@ -168,6 +168,28 @@ t.test("the container's end: Docker's die event, or dockerd rewriting its state 
   await until("the follower finishing after the state file changed", async () => byState.follower.done, 1000);
 });
 
+t.test("once Docker says the container ended, the follower reads what is left and finishes without waiting for more", async (t) => {
+  // dockerd marks a container stopped only after its log copier drained the
+  // pipes, so nothing can follow: a wait for more output (a quiet period, a
+  // round's pause) would only hold ContainerStatus back. Five exits, each
+  // with a last line not read yet when Docker reports the end.
+  const took: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const s = await setup(t);
+    await appendFile(s.dockerLog, dockerEntry("first\n"));
+    await until("the first line", async () => (await criContents(s.criPath)).length === 1, 2000);
+    await appendFile(s.dockerLog, dockerEntry("last\n"));
+    s.state.running = false;
+    const start = Date.now();
+    s.follower.checkExit();
+    await until("the follower finishing", async () => s.follower.done, 2000);
+    took.push(Date.now() - start);
+    t.same(await criContents(s.criPath), ["first", "last"], `exit ${i + 1}: every line is in the file`);
+  }
+  const median = [...took].sort((a, b) => a - b)[2]!;
+  t.ok(median < 100, `done ${median} ms after the end was reported (median of ${took.join(", ")} ms)`);
+});
+
 t.test("the doorbell keeps a ring that comes before the wait; a state hint outranks a log change", async (t) => {
   const bell = new Doorbell();
   const signal = new AbortController().signal;
