@@ -13,7 +13,8 @@
  *
  * Prints per runtime and round: each phase's median latency per call, the
  * runtime's CPU seconds for each phase and for the whole workload
- * (/proc/<pid>/stat, all threads), and its RSS after the workload; then the
+ * (/proc/<pid>/stat, all threads, with its live children: cridock's spawn
+ * helper), and its RSS after the workload; then the
  * ratios to cridock's figures taken within each round. --compare-cridock
  * adds another tree's bin/cridock.js to the rounds (before and after a
  * change, in the same conditions); --cpu-prof writes a V8 CPU profile of
@@ -33,7 +34,7 @@ import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
 import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir } from "../test/helpers/env.ts";
 import { median } from "./lib/bench-stats.ts";
-import { cpuSeconds, rssMb } from "./lib/proc-usage.ts";
+import { cpuSeconds, rssMb, treeCpuSeconds } from "./lib/proc-usage.ts";
 import { runtimeName, startRuntime, type RuntimeKind } from "./lib/runtimes.ts";
 
 const { values } = parseArgs({
@@ -70,6 +71,8 @@ interface Figures {
   /** Runtime CPU seconds per phase. */
   cpu: Record<Phase, number>;
   cpuTotal: number;
+  /** Of cpuTotal, what the runtime's own child processes used (cridock's spawn helper). */
+  cpuChildren: number;
   rss: number;
 }
 
@@ -89,18 +92,22 @@ async function workload(kind: RuntimeKind, round: number): Promise<Figures> {
   /** Times every call of `calls` one after the other, and the runtime's CPU over them all. */
   const phase = async (p: Phase, calls: (() => Promise<unknown>)[]) => {
     const times: number[] = [];
-    const cpu0 = await cpuSeconds(rt.pid);
+    const cpu0 = await treeCpuSeconds(rt.pid);
+    const from = process.hrtime.bigint();
     for (const call of calls) {
       const t0 = performance.now();
       await call();
       times.push((performance.now() - t0) / 1000);
     }
-    cpu[p] = (await cpuSeconds(rt.pid)) - cpu0;
+    cpu[p] = (await treeCpuSeconds(rt.pid)) - cpu0;
     latency[p] = median(times);
+    // A CPU profile's sample times are on the same monotonic clock (microseconds): this splits it by phase.
+    if (profiled) console.error(`phase ${p} of ${rt.name} pid ${rt.pid}: monotonic ${from / 1000n}..${process.hrtime.bigint() / 1000n} µs`);
   };
   try {
     await crictl("pull", BUSYBOX_IMAGE);
-    const cpuStart = await cpuSeconds(rt.pid);
+    const cpuStart = await treeCpuSeconds(rt.pid);
+    const ownStart = await cpuSeconds(rt.pid);
     await phase(
       "sandbox",
       Array.from({ length: n("cycles") }, (_, i) => async () => {
@@ -136,8 +143,9 @@ async function workload(kind: RuntimeKind, round: number): Promise<Figures> {
         await crictl("rmp", pod);
       },
     ]);
-    const cpuTotal = (await cpuSeconds(rt.pid)) - cpuStart;
-    return { name: rt.name, latency, cpu, cpuTotal, rss: await rssMb(rt.pid) };
+    const cpuTotal = (await treeCpuSeconds(rt.pid)) - cpuStart;
+    const cpuChildren = cpuTotal - ((await cpuSeconds(rt.pid)) - ownStart);
+    return { name: rt.name, latency, cpu, cpuTotal, cpuChildren, rss: await rssMb(rt.pid) };
   } catch (err) {
     console.error(`${rt.name} failed; its log:\n${rt.logs().slice(-4000)}`);
     throw err;
@@ -166,7 +174,7 @@ for (let round = 0; round < n("rounds"); round++) {
     const f = await workload(kind, round);
     figures.push(f);
     const phases = PHASES.map((p) => `${p} ${f.latency[p].toFixed(3)} s/${f.cpu[p].toFixed(2)} s CPU`).join(", ");
-    console.log(`round ${round + 1} ${runtimeName(kind)}: CPU ${f.cpuTotal.toFixed(2)} s, RSS after ${f.rss.toFixed(1)} MB; median per call / CPU per phase: ${phases}`);
+    console.log(`round ${round + 1} ${runtimeName(kind)}: CPU ${f.cpuTotal.toFixed(2)} s (child processes ${f.cpuChildren.toFixed(2)} s), RSS after ${f.rss.toFixed(1)} MB; median per call / CPU per phase: ${phases}`);
   }
   perRound.push(runtimes.map((k) => figures.find((f) => f.name === runtimeName(k))!));
 }

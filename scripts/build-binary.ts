@@ -82,7 +82,7 @@ async function buildScript(outfile: string, licensesFile: string): Promise<numbe
     entryPoints: ["src/executable.ts"],
     outfile,
     format: "cjs",
-    plugins: [noDynamicBuiltinImports],
+    plugins: [...(commonOptions().plugins ?? []), noDynamicBuiltinImports],
     define: {
       ...commonOptions().define,
       // A CommonJS script has no import.meta; main.ts compares it with argv[1] to

@@ -11,13 +11,31 @@
  *
  *   tsx scripts/build.ts      (npm run build; npm's prepack runs it)
  */
-import { build, type BuildOptions } from "esbuild";
+import { build, type BuildOptions, type Plugin } from "esbuild";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 export const root = fileURLToPath(new URL("../", import.meta.url));
 
-/** What every build of cridock shares: Node 20, the proto embedded, names kept. */
+/**
+ * @grpc/proto-loader, left out: grpc-js requires it only inside its channelz
+ * and ORCA code (channelz is off in cridock, ORCA is for clients), yet a
+ * bundle carries it, a second protobufjs (7.x, its own dependency) and long:
+ * about 330 KiB of source that V8 keeps in memory for as long as cridock
+ * runs. Should grpc-js ever reach for it, the require fails and says why.
+ */
+export const withoutProtoLoader: Plugin = {
+  name: "without-proto-loader",
+  setup(b) {
+    b.onResolve({ filter: /^@grpc\/proto-loader$/ }, () => ({ path: "@grpc/proto-loader", namespace: "not-bundled" }));
+    b.onLoad({ filter: /.*/, namespace: "not-bundled" }, () => ({
+      contents: 'throw new Error("@grpc/proto-loader is not in cridock\'s bundle: gRPC channelz and ORCA are not served");',
+      loader: "js",
+    }));
+  },
+};
+
+/** What every build of cridock shares: Node 20, the proto embedded, names kept, what is never loaded left out. */
 export function commonOptions(): BuildOptions {
   const proto = readFileSync(`${root}proto/runtime/v1/api.proto`, "utf8");
   return {
@@ -29,6 +47,7 @@ export function commonOptions(): BuildOptions {
     define: { CRIDOCK_PROTO_TEXT: JSON.stringify(proto) },
     // Optional native speed-ups of ws; it works without them, and cridock uses no native addons.
     external: ["bufferutil", "utf-8-validate"],
+    plugins: [withoutProtoLoader],
     // Whitespace and syntax only: identifiers stay, so stack traces and logged class names read as in src/.
     minifyWhitespace: true,
     minifySyntax: true,

@@ -3,6 +3,8 @@
  * stop accepting calls, let in-flight ones finish (bounded), remove the
  * socket and exit 0.
  */
+// First: V8's optimizing compiler stays off while the other modules load and cridock starts.
+import { resumeOptimizingCompiler } from "./startup-tiering.ts";
 import process from "node:process";
 import { ConfigError, parseConfig, type Config } from "./config.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -177,6 +179,8 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   });
   await metrics.start(() => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })));
   await server.start();
+  // Started: what runs hot from now on is worth optimizing (startup-tiering.ts).
+  resumeOptimizingCompiler();
 
   return {
     config,

@@ -4,7 +4,7 @@
  * The benchmarks measure cridock and cri-dockerd the same way through these.
  */
 import { spawnSync } from "node:child_process";
-import { readFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 
 /** USER_HZ: the unit of utime and stime in /proc/<pid>/stat (100 on Linux). */
 const TICKS_PER_SECOND = 100;
@@ -15,6 +15,34 @@ export async function cpuSeconds(pid: number): Promise<number> {
   const stat = await readFile(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+/**
+ * CPU seconds of the process and of its live direct children (user +
+ * system, all threads). cridock on Node forks CNI plugins, mount and
+ * nsenter from a long-lived helper process (src/network/spawner.ts): its
+ * fork costs are the helper's, not cridock's, and would go uncounted while
+ * it lives (a parent's cutime counts only children it has reaped). A Go
+ * runtime forks from its own process, where its CPU shows. The children
+ * of those children (the plugins themselves) are counted for neither.
+ * A child that ends between two readings drops out of the second: the
+ * benchmarks read around whole phases, and the helper lives minutes.
+ */
+export async function treeCpuSeconds(pid: number): Promise<number> {
+  let total = await cpuSeconds(pid);
+  for (const child of await childPids(pid)) total += await cpuSeconds(child).catch(() => 0);
+  return total;
+}
+
+/** The process's direct children now (from each thread's `children` list). */
+export async function childPids(pid: number): Promise<number[]> {
+  const tasks = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+  const pids = new Set<number>();
+  for (const tid of tasks) {
+    const list = await readFile(`/proc/${pid}/task/${tid}/children`, "utf8").catch(() => "");
+    for (const c of list.split(" ").filter(Boolean)) pids.add(Number(c));
+  }
+  return [...pids];
 }
 
 /** Resident memory now, in MB (VmRSS). */

@@ -6,7 +6,7 @@
  * scratch folder and removed afterwards.
  */
 import t from "tap";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { buildBundle } from "../../scripts/build.ts";
@@ -47,4 +47,9 @@ t.test("the bundle serves the CRI API without tsx", async (t) => {
   t.match(runtime?.message ?? "", /no-docker\.sock/, "and says which socket it tried");
   child.kill("SIGTERM");
   t.equal(await exited, 0, "SIGTERM: exits 0");
+
+  // What it carries: never-loaded packages stay out of the source V8 keeps resident (docs/performance.md).
+  const text = await readFile(entry, "utf8");
+  t.notMatch(text, /addIncludePathResolver/, "@grpc/proto-loader (and the protobufjs 7 it brings) is not bundled");
+  t.match(text, /@grpc\/proto-loader is not in cridock's bundle/, "grpc-js's lazy require of it would fail saying why");
 });

@@ -28,10 +28,15 @@ export interface ResolvedSandbox {
   id: string;
   container?: ContainerSummary;
   record?: SandboxRecord;
+  /**
+   * The pause container was not listed (a full id with a checkpoint is
+   * known without a list): its inspect says whether it is still there.
+   */
+  unlisted?: boolean;
 }
 
-async function inspectIfPresent(docker: DockerClient, id: string, container: ContainerSummary | undefined): Promise<ContainerInspect | undefined> {
-  if (!container) return undefined;
+async function inspectIfPresent(docker: DockerClient, { id, container, unlisted }: ResolvedSandbox): Promise<ContainerInspect | undefined> {
+  if (!container && !unlisted) return undefined;
   try {
     return await docker.inspectContainer(id);
   } catch (err) {
@@ -40,8 +45,9 @@ async function inspectIfPresent(docker: DockerClient, id: string, container: Con
   }
 }
 
-export async function sandboxStatus(docker: DockerClient, { id, container, record }: ResolvedSandbox): Promise<SandboxStatusInfo> {
-  const inspect = await inspectIfPresent(docker, id, container);
+export async function sandboxStatus(docker: DockerClient, resolved: ResolvedSandbox): Promise<SandboxStatusInfo> {
+  const { id, container, record } = resolved;
+  const inspect = await inspectIfPresent(docker, resolved);
   const running = inspect?.State.Running ?? false;
   const ips = record ? (record.hostNetwork ? [] : record.network.ips) : inspect ? dockerBridgeIps(inspect) : [];
   return {
@@ -114,8 +120,9 @@ export async function listSandboxes(
   return out.filter((s) => (filter.ready === undefined || s.ready === filter.ready) && matchesSelector(s.labels, filter.labelSelector));
 }
 
-export async function sandboxView(docker: DockerClient, { id, container, record }: ResolvedSandbox): Promise<SandboxView> {
-  const inspect = await inspectIfPresent(docker, id, container);
+export async function sandboxView(docker: DockerClient, resolved: ResolvedSandbox): Promise<SandboxView> {
+  const { id, container, record } = resolved;
+  const inspect = await inspectIfPresent(docker, resolved);
   const meta = describe(record, container);
   const ns = namespacesOf(record, inspect);
   const running = inspect?.State.Running ?? false;
@@ -151,8 +158,18 @@ export function dockerBridgeIps(inspect: ContainerInspect): string[] {
   return [...new Set([...v4, ...v6])];
 }
 
-/** The sandbox whose id is or starts with `prefix`, from Docker and the checkpoints; ambiguous prefixes are refused. */
+/**
+ * The sandbox whose id is or starts with `prefix`, from Docker and the
+ * checkpoints; ambiguous prefixes are refused. A full id with a checkpoint
+ * (what kubelet and crictl pass) needs no list: its status and view inspect
+ * the pause container anyway, and that inspect tells whether it still
+ * exists. On a busy node Docker's events keep the list cache cold, so the
+ * list was a round trip of its own in every CreateContainer and
+ * PodSandboxStatus.
+ */
 export async function resolveSandboxPrefix(docker: DockerClient, records: ReadonlyMap<string, SandboxRecord>, prefix: string): Promise<ResolvedSandbox | undefined> {
+  const record = prefix.length === 64 ? records.get(prefix) : undefined;
+  if (record) return { id: record.id, record, unlisted: true };
   const containers = (await docker.listContainers({ label: [`${TYPE_LABEL}=${TYPE_SANDBOX}`], id: [prefix] })).filter((c) =>
     c.Id.startsWith(prefix),
   );
