@@ -17,7 +17,8 @@
 #                     (scripts/lib/cluster-node2.sh).
 #   cluster.sh down   the second node first, if there is one; then `kubeadm reset` (every pod removed through CRI), then
 #                     stops the daemons and removes what up made: iptables
-#                     chains, mounts, bridges and files.
+#                     chains (kube-proxy's, and the one that rejects
+#                     untranslated Service traffic), mounts, bridges and files.
 #   cluster.sh status exits 0 when the cluster answers.
 #   cluster.sh restart kubelet|cridock
 #                     stops one daemon and starts it again as up did (the
@@ -157,6 +158,7 @@ cluster_up() {
   remember_created "$KUBEADM_CONFIG_DIR"
   remember_created "$KUBEADM_KUBELET_DIR"
   save_sysctls
+  add_service_reject
   write_kubeadm_config "$host_ip"
   start_cluster_dockerd
   start_cluster_cridock
@@ -229,6 +231,8 @@ remove_left_sandboxes() {
 
 cluster_down() {
   node2_down
+  # Before the check below: a run killed early in up may have left only these.
+  remove_service_reject
   if ! cluster_present; then
     log "no cluster here"
     return 0
@@ -260,7 +264,7 @@ cluster_down() {
 }
 
 # What down must leave: none of up's processes, mounts, bridges, files,
-# kube-proxy chains or kubelet's QoS cgroups. Says what is left and fails if anything is.
+# kube-proxy chains, Service reject chain or kubelet's QoS cgroups. Says what is left and fails if anything is.
 verify_clean() {
   local left=() name path
   for name in "${CLUSTER_DAEMONS[@]}"; do
@@ -279,6 +283,7 @@ verify_clean() {
   # iptables-save early, and pipefail would then report the chains gone.
   grep -q '^:KUBE-\(SERVICES\|NODEPORTS\|POSTROUTING\|FORWARD\|PROXY-FIREWALL\) ' <<<"$(iptables-save 2>/dev/null)" &&
     left+=("kube-proxy's iptables chains")
+  service_reject_present && left+=("iptables chain $SERVICE_REJECT_CHAIN")
   if ! pgrep -x kubelet >/dev/null; then
     for path in $(kubepods_left); do left+=("cgroup $path"); done
   fi

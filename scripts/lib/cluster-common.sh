@@ -167,3 +167,56 @@ kubeadm_starting_kubelet() {
   done
   wait "$kubeadm"
 }
+
+# --- untranslated Service traffic -------------------------------------------
+#
+# kube-proxy in iptables mode translates only the ClusterIP ports a Service
+# serves; a packet to any other port of the Service range (a TCP connection to
+# a UDP-only Service, say) leaves untranslated by the default route, where a
+# network that answers every outbound connection would accept it. kube-proxy's
+# nftables mode rejects such traffic; this chain does the same on each node,
+# TCP with a reset and the rest with ICMP port unreachable. It is matched in
+# filter, after kube-proxy's DNAT (nat OUTPUT for the node's own processes,
+# nat PREROUTING for its pods), so whatever is still addressed to the Service
+# range was not translated, and no list of served ports is needed.
+#
+# Jumps to it: OUTPUT and FORWARD, first; and CNI-ADMIN, the chain the CNI
+# firewall plugin evaluates for its pods before it accepts their traffic (the
+# plugin puts its own FORWARD jump first when it finds none, and never
+# removes CNI-ADMIN, which other CNI networks on the host share).
+SERVICE_REJECT_CHAIN="CRIDOCK-SERVICE-REJECT"
+SERVICE_REJECT_PARENTS=(OUTPUT FORWARD CNI-ADMIN)
+
+# add_service_reject [PREFIX...]: makes the chain and its jumps, once each,
+# with iptables run behind PREFIX (e.g. `ip netns exec NS`).
+add_service_reject() {
+  local parent
+  remove_service_reject "$@"
+  "$@" iptables -w -t filter -N "$SERVICE_REJECT_CHAIN"
+  "$@" iptables -w -t filter -A "$SERVICE_REJECT_CHAIN" -d "$CLUSTER_SERVICE_SUBNET" -p tcp -j REJECT --reject-with tcp-reset
+  "$@" iptables -w -t filter -A "$SERVICE_REJECT_CHAIN" -d "$CLUSTER_SERVICE_SUBNET" -j REJECT --reject-with icmp-port-unreachable
+  "$@" iptables -w -t filter -N CNI-ADMIN 2>/dev/null || true
+  for parent in "${SERVICE_REJECT_PARENTS[@]}"; do
+    "$@" iptables -w -t filter -I "$parent" 1 -d "$CLUSTER_SERVICE_SUBNET" -j "$SERVICE_REJECT_CHAIN"
+  done
+}
+
+# service_reject_present [PREFIX...]: whether the chain is there (the whole
+# dump is read first, as in node2_host_rules_present).
+service_reject_present() {
+  [[ "$("$@" iptables-save -t filter 2>/dev/null)" == *":$SERVICE_REJECT_CHAIN "* ]]
+}
+
+# remove_service_reject [PREFIX...]: every jump (an interrupted up may have
+# added one twice), then the chain.
+remove_service_reject() {
+  local parent i
+  service_reject_present "$@" || return 0
+  for parent in "${SERVICE_REJECT_PARENTS[@]}"; do
+    for ((i = 0; i < 5; i++)); do
+      "$@" iptables -w -t filter -D "$parent" -d "$CLUSTER_SERVICE_SUBNET" -j "$SERVICE_REJECT_CHAIN" 2>/dev/null || break
+    done
+  done
+  "$@" iptables -w -t filter -F "$SERVICE_REJECT_CHAIN"
+  "$@" iptables -w -t filter -X "$SERVICE_REJECT_CHAIN"
+}

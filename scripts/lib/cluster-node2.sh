@@ -224,6 +224,8 @@ node2_up() {
     die "a second node (or what one left) is here but is not Ready; run scripts/cluster.sh down first"
   mkdir -p "$NODE2_STATE_DIR" "$NODE2_RUN_DIR"
   node2_make_netns
+  # The node's own reject rules (cluster-common.sh); they go with its namespace.
+  add_service_reject ip netns exec "$NODE2_NETNS"
   node2_make_mount_ns
   node2_make_cgroup_root
   node2_host_rules -I

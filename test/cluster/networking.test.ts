@@ -1,9 +1,12 @@
 // Services on cridock's pod network: a ClusterIP Service reached by its DNS
 // name from another pod, a pod reaching its own Service (hairpin), a
-// NodePort reached from the host, and the API server reached from a pod
-// as kubernetes.default with the pod's service-account token.
+// NodePort reached from the host, the API server reached from a pod
+// as kubernetes.default with the pod's service-account token, and traffic to
+// a ClusterIP port no Service serves refused (scripts/lib/cluster-common.sh,
+// add_service_reject) rather than sent out by the default route.
+import dgram from "node:dgram";
 import t from "tap";
-import { apply, getJson, kubectl, run, testNamespace, waitFor, waitPodReady, DNS_DOMAIN, NODE_NAME } from "./harness/cluster.ts";
+import { apply, getJson, kubectl, run, testNamespace, unservedPortRefused, waitFor, waitPodReady, DNS_DOMAIN, NODE_NAME } from "./harness/cluster.ts";
 import { CURL_IMAGE, HTTPD_IMAGE } from "../helpers/env.ts";
 
 const ns = await testNamespace(t, "net");
@@ -92,4 +95,48 @@ t.test("kubernetes.default answers a pod with its service-account token, and nob
   const whoami = await kubectl(["-n", ns, "exec", "client", "--", "sh", "-c",
     `curl -s --max-time 10 --cacert ${sa}/ca.crt -H "Authorization: Bearer $(cat ${sa}/token)" -H 'Content-Type: application/json' -X POST -d '{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}' https://kubernetes.default.svc/apis/authentication.k8s.io/v1/selfsubjectreviews`]);
   t.equal(JSON.parse(whoami.stdout).status.userInfo.username, `system:serviceaccount:${ns}:default`);
+});
+
+/**
+ * A UDP datagram from the host to a ClusterIP port no Service serves: the
+ * first error the socket reports, or undefined when none came within 2 s.
+ * The node's reject rule (ICMP port unreachable, in OUTPUT) fails the send
+ * itself with EPERM.
+ */
+function udpError(ip: string, port: number): Promise<string | undefined> {
+  return new Promise((resolve) => {
+    const socket = dgram.createSocket("udp4");
+    let settled = false;
+    const done = (code: string | undefined) => {
+      if (settled) return;
+      settled = true;
+      socket.close();
+      resolve(code);
+    };
+    socket.on("error", (err: NodeJS.ErrnoException) => done(err.code ?? err.message));
+    socket.connect(port, ip, () => {
+      socket.send("cridock", (err) => {
+        if (err) done((err as NodeJS.ErrnoException).code ?? err.message);
+        else setTimeout(() => done(undefined), 2_000);
+      });
+    });
+  });
+}
+
+t.test("a ClusterIP port no Service serves is refused at once, not sent out by the default route", async (t) => {
+  // kube-proxy (iptables mode) translates only port 8080 of this ClusterIP;
+  // without the node's reject rule a connection to port 81 leaves
+  // untranslated by the default route (and a network that answers every
+  // outbound connection accepts it).
+  const service = await getJson(["-n", ns, "service", "web"]);
+  const ip: string = service.spec.clusterIP;
+  await unservedPortRefused(t, "from a pod", ip, 81, (args) => kubectl(["-n", ns, "exec", "client", "--", ...args]));
+  await unservedPortRefused(t, "from the node", ip, 81, (args) => run(args[0]!, args.slice(1)));
+  // EPERM on the send: refused by the node itself. A network beyond it may
+  // answer with its own port unreachable (ECONNREFUSED after the send), as
+  // this test machine's does, which says the datagram left.
+  t.equal(await udpError(ip, 81), "EPERM", `UDP from the node to ${ip}:81 is refused before it leaves the node`);
+  // The served port still works from the node (the rule sees traffic after kube-proxy's DNAT).
+  const served = await run("curl", ["-s", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", `http://${ip}:8080/`]);
+  t.equal(served.stdout, "200", `the served port answers from the node (${served.stderr})`);
 });

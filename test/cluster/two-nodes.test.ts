@@ -3,12 +3,14 @@
 // namespaces of its own. Pods on the two nodes reach each other without NAT,
 // a pod on node 2 reaches a Service whose backend is on node 1 and resolves
 // names through CoreDNS (which runs on node 1), and a DaemonSet runs a pod on
-// each node, each on its own node's cridock.
+// each node, each on its own node's cridock. Node 2 refuses traffic to a
+// ClusterIP port no Service serves, from its pods and its own namespace, as
+// node 1 does (test/cluster/networking.test.ts).
 //
 // With one node the file is skipped, naming why; it fails instead when the
 // run asked for two (CRIDOCK_CLUSTER_NODES=2) and the cluster has one.
 import t from "tap";
-import { apply, crictl, getJson, kubectl, kubectlOk, run, testNamespace, waitFor, waitPodReady, DNS_DOMAIN, NODE_NAME } from "./harness/cluster.ts";
+import { apply, crictl, getJson, kubectl, kubectlOk, run, testNamespace, unservedPortRefused, waitFor, waitPodReady, DNS_DOMAIN, NODE_NAME } from "./harness/cluster.ts";
 import { BUSYBOX_IMAGE, CRICTL, CURL_IMAGE, HTTPD_IMAGE } from "../helpers/env.ts";
 
 /** scripts/lib/cluster-node2.sh: NODE2_NAME, NODE2_CRI_SOCKET, NODE2_DOCKER_SOCKET, NODE2_CGROUP_ROOT. */
@@ -16,6 +18,7 @@ const NODE2_NAME = `${NODE_NAME}-2`;
 const NODE2_CRI_ENDPOINT = "unix:///run/cridock-node2/cridock.sock";
 const NODE2_DOCKER_ENDPOINT = "unix:///run/cridock-node2/docker.sock";
 const NODE2_CGROUP_ROOT = "/cridock-node2";
+const NODE2_NETNS = "cridock-node2";
 const INDEX = "cridock test httpd";
 
 function node2Crictl(args: string[]) {
@@ -84,6 +87,16 @@ async function twoNodes() {
     const service = await getJson(["-n", ns, "service", "web1"]);
     t.match(await fetchFrom("client2", `http://${service.spec.clusterIP}:8080/`), INDEX, "by ClusterIP");
     t.match(await fetchFrom("client2", `http://web1.${ns}.svc.${DNS_DOMAIN}:8080/`), INDEX, "by DNS name");
+  });
+
+  t.test("node 2 refuses a ClusterIP port no Service serves, from a pod and from its own namespace", async (t) => {
+    const service = await getJson(["-n", ns, "service", "web1"]);
+    const ip: string = service.spec.clusterIP;
+    // Its rule answers before the packet leaves node 2; node 1's would refuse it too, on the way out.
+    await unservedPortRefused(t, "from a pod on node 2", ip, 81, (args) => kubectl(["-n", ns, "exec", "client2", "--", ...args]));
+    await unservedPortRefused(t, "from node 2's namespace", ip, 81, (args) => run("ip", ["netns", "exec", NODE2_NETNS, ...args]));
+    const rules = await run("ip", ["netns", "exec", NODE2_NETNS, "iptables-save", "-t", "filter"]);
+    t.match(rules.stdout, /-A CNI-ADMIN -d \S+ -j CRIDOCK-SERVICE-REJECT/, "node 2's own chain is reached from its CNI-ADMIN chain");
   });
 
   t.test("a pod on node 2 resolves names through CoreDNS's Service", async (t) => {

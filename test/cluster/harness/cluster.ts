@@ -11,6 +11,7 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
+import type { Test } from "tap";
 import { CRICTL } from "../../helpers/env.ts";
 
 const TOOLS_DIR = process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools";
@@ -138,3 +139,26 @@ export const TRANSPORTS: { name: string; env: Record<string, string> }[] = [
   { name: "websocket", env: {} },
   { name: "spdy", env: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: "false", KUBECTL_PORT_FORWARD_WEBSOCKETS: "false" } },
 ];
+
+/**
+ * Checks that a TCP connection to IP:PORT, a ClusterIP port no Service
+ * serves, is refused at once (curl's exit 7, "failed to connect", within a
+ * few seconds) from where `exec` runs curl (a pod, the node, node 2's
+ * namespace). Left untranslated by kube-proxy it would follow the default
+ * route; scripts/lib/cluster-common.sh (add_service_reject) rejects it.
+ */
+export async function unservedPortRefused(
+  t: Test,
+  where: string,
+  ip: string,
+  port: number,
+  exec: (args: string[]) => Promise<RunResult>,
+): Promise<void> {
+  const started = Date.now();
+  const res = await exec(["curl", "-s", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", `http://${ip}:${port}/`]);
+  const seconds = (Date.now() - started) / 1000;
+  t.equal(res.code, 7, `TCP ${where} to ${ip}:${port} fails to connect (curl exit ${res.code}, HTTP ${res.stdout || "none"}, ${res.stderr.trim()})`);
+  // kubectl exec alone takes a second or two on a loaded machine; a dropped
+  // packet would take curl's whole 10 s.
+  t.ok(seconds < 8, `and at once (${seconds.toFixed(1)} s), not by a timeout`);
+}
