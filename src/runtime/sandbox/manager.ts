@@ -320,12 +320,10 @@ export class SandboxManager implements SandboxLookup {
   private async resolveForCleanup(idOrPrefix: string, timer?: StepTimer): Promise<Resolved | undefined> {
     if (!idOrPrefix) throw invalidArgument("pod sandbox id is required");
     if (!/^[0-9a-f]{1,64}$/.test(idOrPrefix)) return undefined;
-    // kubelet passes full ids: a checkpointed one is known without asking dockerd (Stop/Remove use only the id).
-    const record = idOrPrefix.length === 64 ? this.records.get(idOrPrefix) : undefined;
-    if (record) return { id: record.id, container: undefined, record };
+    // kubelet passes full ids: resolveSandboxPrefix knows a checkpointed one without asking dockerd (Stop/Remove use only the id).
     const t0 = performance.now();
     const found = await resolveSandboxPrefix(this.docker, this.records, idOrPrefix);
-    timer?.record("docker.list", performance.now() - t0);
+    if (!found?.unlisted) timer?.record("docker.list", performance.now() - t0);
     return found;
   }
 
