@@ -7,9 +7,10 @@
  * the specs: the entrypoint and command, the users and groups, the files at
  * the same paths and the tools the programs shell out to.
  *
- * Upstream's images sit on alpine (busybox) or debian-base; here busybox is
- * Debian's dynamically linked one, which looks commands up in PATH, and every
- * tool a Debian binary supplies is that binary with its libraries.
+ * Upstream's images sit on alpine (busybox) or debian-base; here the images'
+ * busybox is Debian's dynamically linked one, which looks commands up in PATH,
+ * except in the busybox image itself, and every tool a Debian binary supplies
+ * is that binary with its libraries.
  *
  * Every image gets a label of its own: agnhost 2.55 must have an id other
  * than 2.63.0's (the rollout specs tell the two apart by it), and so must
@@ -40,6 +41,8 @@ export interface ConformanceImageInputs {
   kubernetesSourceDir: string;
   /** Holds coredns, which agnhost and glibc-dns-testing carry at /coredns. */
   corednsBinDir: string;
+  /** busybox built from upstream's source with its defconfig (conformance-images.sh says why). */
+  upstreamBusybox: string;
 }
 
 function required(name: string): string {
@@ -53,11 +56,13 @@ export function conformanceInputsFromEnv(): ConformanceImageInputs {
     testBinDir: required("CRIDOCK_KUBERNETES_TEST_BIN_DIR"),
     kubernetesSourceDir: required("CRIDOCK_KUBERNETES_SOURCE_DIR"),
     corednsBinDir: required("CRIDOCK_COREDNS_BIN_DIR"),
+    upstreamBusybox: required("CRIDOCK_UPSTREAM_BUSYBOX"),
   };
   for (const [name, path] of [
     ["agnhost", join(inputs.testBinDir, "agnhost")],
     ["the kubernetes sources", join(inputs.kubernetesSourceDir, "test/images/agnhost/Dockerfile")],
     ["coredns", join(inputs.corednsBinDir, "coredns")],
+    ["upstream busybox", inputs.upstreamBusybox],
   ] as const) {
     if (!existsSync(path)) throw new Error(`${name} is missing: ${path} does not exist`);
   }
@@ -101,29 +106,25 @@ function shellWith(tools: string[], users = STANDARD_USERS, groups = STANDARD_GR
 }
 
 /**
- * The official busybox image's layout: every applet a hard link in /bin
- * (specs run /bin/top, /bin/pidof), over the install layout (top is in
- * /usr/bin there) so that both paths work.
+ * The official busybox image: upstream's busybox, every applet a hard link
+ * in /bin (specs run /bin/top, /bin/pidof) over its install layout (top is in
+ * /usr/bin there) so that both paths work. Upstream's ash passes environment
+ * entries whose names are no shell identifiers (envFrom keys such as
+ * "data-1") on to what it runs, which the Secrets and ConfigMap "consumable
+ * via the environment" specs print with `sh -c env`, and words its errors as
+ * the read-only root filesystem spec expects ("/bin/sh: can't create /file:
+ * Read-only file system"); Debian's busybox ash drops those entries. Its
+ * defconfig has the applets Debian's lacks: nmeter, pgrep and ipcs.
  */
-function busyboxImageEntries(): LayerEntry[] {
-  const applets = execFileSync(SHELL_BUSYBOX, ["--list"], { encoding: "utf8" })
+function busyboxImageEntries(busybox: string): LayerEntry[] {
+  const applets = execFileSync(busybox, ["--list"], { encoding: "utf8" })
     .split("\n")
     .map((name) => name.trim())
     .filter((name) => name !== "" && name !== "busybox");
   return [
-    ...shellWith(["/usr/bin/pgrep", "/usr/bin/ipcs"]),
+    ...busyboxEntries("all", busybox),
+    ...userlandEntries(),
     ...applets.map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" })),
-    ...binaryEntries("/usr/bin/date", NMETER_DATE),
-    { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
-    // Upstream's busybox image passes environment entries whose names are no
-    // shell identifiers (envFrom keys such as "data-1") on to what its ash
-    // runs; Debian's busybox ash drops them (bookworm's 1.35, and trixie's
-    // 1.37 too), and `sh -c env` must print them (the Secrets and
-    // ConfigMap "consumable via the environment" specs). bash run as sh keeps
-    // them, at a price: it words errors its own way, and the read-only root
-    // filesystem spec compares ash's "/bin/sh: can't create /file: ...".
-    ...hostBinaryEntries(["/usr/bin/bash"]),
-    { kind: "symlink", path: "/bin/sh", target: "/usr/bin/bash" },
   ];
 }
 
@@ -234,7 +235,7 @@ export function conformanceCatalog(inputs: ConformanceImageInputs): ImageSpec[] 
     { tags: [`${E2E}/agnhost:2.55`], contents: () => agnhostEntries(inputs), config: labelled(AGNHOST_CONFIG, "agnhost:2.55"), registryOnly: true },
     {
       tags: [`${E2E}/busybox:1.37.0-1`],
-      contents: busyboxImageEntries,
+      contents: () => busyboxImageEntries(inputs.upstreamBusybox),
       config: labelled({ Cmd: ["sh"], Env: [PATH_ENV] }, "busybox:1.37.0-1"),
       registryOnly: true,
     },

@@ -53,7 +53,12 @@ t.test("specs are named by their containers and leaf; suite nodes count only whe
 });
 
 t.test("the conformance images carry manifest.go's names, agnhost under both versions", async (t) => {
-  const catalog = conformanceCatalog({ testBinDir: "/nonexistent", kubernetesSourceDir: "/nonexistent", corednsBinDir: "/nonexistent" });
+  const catalog = conformanceCatalog({
+    testBinDir: "/nonexistent",
+    kubernetesSourceDir: "/nonexistent",
+    corednsBinDir: "/nonexistent",
+    upstreamBusybox: "/nonexistent",
+  });
   const tags = catalog.flatMap((spec) => spec.tags);
   for (const name of [
     "registry.k8s.io/e2e-test-images/agnhost:2.63.0",
@@ -75,7 +80,15 @@ t.test("the conformance images carry manifest.go's names, agnhost under both ver
   t.ok(catalog.every((spec) => spec.registryOnly), "registry-only: the suites pull them");
 });
 
-t.test("busybox and agnhost have nmeter (the container lifecycle specs stamp their logs with it), agnhost getent (the DNS specs)", async (t) => {
+/** A stand-in for upstream's busybox: it names a few applets, as `--list` and `--list-full` do. */
+const STAND_IN_BUSYBOX = `#!/bin/sh
+case "$1" in
+  --list) printf 'sh\\nenv\\nnmeter\\npgrep\\n' ;;
+  --list-full) printf 'bin/sh\\nusr/bin/env\\nusr/bin/nmeter\\nusr/bin/pgrep\\n' ;;
+esac
+`;
+
+t.test("the busybox image is upstream's busybox, its shell too; agnhost has nmeter and getent", async (t) => {
   // agnhost's contents read the built programs and porter's certificate: stand-ins do.
   const dir = await mkdtemp(join(tmpdir(), "conformance-images-"));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -85,16 +98,36 @@ t.test("busybox and agnhost have nmeter (the container lifecycle specs stamp the
   for (const file of [join(dir, "bin", "agnhost"), join(dir, "bin", "coredns"), join(porter, "localhost.crt"), join(porter, "localhost.key")]) {
     await writeFile(file, "stand-in\n");
   }
-  const catalog = conformanceCatalog({ testBinDir: join(dir, "bin"), kubernetesSourceDir: join(dir, "src"), corednsBinDir: join(dir, "bin") });
-  for (const tag of ["busybox:1.37.0-1", "agnhost:2.63.0", "agnhost:2.55"]) {
-    const spec = catalog.find((s) => s.tags.includes(`registry.k8s.io/e2e-test-images/${tag}`));
-    const paths = new Set(spec!.contents().map((e) => e.path.replace(/^\//, "")));
+  const busybox = join(dir, "bin", "busybox");
+  await writeFile(busybox, STAND_IN_BUSYBOX, { mode: 0o755 });
+  const catalog = conformanceCatalog({
+    testBinDir: join(dir, "bin"),
+    kubernetesSourceDir: join(dir, "src"),
+    corednsBinDir: join(dir, "bin"),
+    upstreamBusybox: busybox,
+  });
+  const contents = (tag: string) => catalog.find((s) => s.tags.includes(`registry.k8s.io/e2e-test-images/${tag}`))!.contents();
+
+  // The busybox image: the given busybox, with sh (the specs' `sh -c env`
+  // and "/bin/sh: can't create /file") and nmeter among its applets, as in
+  // the official image; no other shell and no stand-in nmeter.
+  const image = contents("busybox:1.37.0-1");
+  const byPath = new Map(image.map((e) => [e.path.replace(/^\//, ""), e]));
+  t.same(byPath.get("bin/busybox"), { kind: "file", path: "/bin/busybox", content: Buffer.from(STAND_IN_BUSYBOX), mode: 0o755 });
+  for (const applet of ["bin/sh", "bin/nmeter", "bin/pgrep", "usr/bin/nmeter"]) {
+    const entry = byPath.get(applet);
+    t.same(entry?.kind === "hardlink" && entry.target, "/bin/busybox", `${applet} is busybox`);
+  }
+  t.notOk(byPath.has("usr/bin/bash"), "no bash");
+  t.notOk(byPath.has("usr/libexec/nmeter/date"), "no stand-in nmeter");
+
+  // agnhost: upstream's is alpine, whose busybox has nmeter (the container
+  // lifecycle specs stamp their logs with it); here a stand-in over coreutils' date.
+  for (const tag of ["agnhost:2.63.0", "agnhost:2.55"]) {
+    const paths = new Set(contents(tag).map((e) => e.path.replace(/^\//, "")));
     t.ok(paths.has("bin/nmeter"), `${tag} has /bin/nmeter`);
     t.ok(paths.has("usr/libexec/nmeter/date"), `${tag} has the date nmeter runs`);
-  }
-  // The DNS specs' agnhost querier runs `getent hosts <name>` (alpine's base has it).
-  for (const tag of ["agnhost:2.63.0", "agnhost:2.55"]) {
-    const spec = catalog.find((s) => s.tags.includes(`registry.k8s.io/e2e-test-images/${tag}`));
-    t.ok(spec!.contents().some((e) => e.path === "/usr/bin/getent"), `${tag} has getent`);
+    // The DNS specs' agnhost querier runs `getent hosts <name>` (alpine's base has it).
+    t.ok(paths.has("usr/bin/getent"), `${tag} has getent`);
   }
 });
