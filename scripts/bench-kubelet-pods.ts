@@ -28,18 +28,30 @@
  * over the deletion, and its RSS idle (images pulled) and after the burst.
  * cri-dockerd refuses engines older than API 1.42 (Debian's 20.10 is 1.41):
  * point CRIDOCK_TEST_DOCKERD_BIN at an Engine 29 build for that comparison.
+ * Each cridock arm also prints its resident memory split (anonymous and
+ * file-backed, from smaps_rollup) idle, after the burst and after the
+ * deletion.
+ * --cpu-prof <dir> writes a V8 CPU profile of each cridock there (written
+ * when it stops) and prints the deletion's span on the profile's clock
+ * (CLOCK_MONOTONIC, µs, printed for every run), so a profile's long tasks
+ * can be placed in it.
+ * --heap-snapshots <dir> has each cridock write a heap snapshot there when
+ * idle, after the burst and after the deletion (SIGUSR2, node's
+ * --heapsnapshot-signal); each stalls cridock a second or more, so the
+ * timings of such a run mean nothing.
  *
  *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
  *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
+ *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>]
  *
  * Needs what the e2e suite needs (root, scripts/env-setup.sh, scripts/install-kubelet.sh).
  */
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { KubeletEnv, sleep } from "../test/e2e/harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../test/helpers/env.ts";
 import type { Samples } from "../test/helpers/metrics-scrape.ts";
-import { rssMb } from "./lib/proc-usage.ts";
+import { residentSplit, rssMb, type ResidentSplit } from "./lib/proc-usage.ts";
 
 const { values } = parseArgs({
   options: {
@@ -49,11 +61,53 @@ const { values } = parseArgs({
     compare: { type: "string" },
     "compare-cri-dockerd": { type: "string" },
     "compare-metrics": { type: "boolean", default: false },
+    "cpu-prof": { type: "string" },
+    "heap-snapshots": { type: "string" },
   },
 });
 const PODS = Number(values.pods);
 const ROUNDS = Number(values.rounds);
 const CLOCK_TICKS = 100;
+const CPU_PROF = values["cpu-prof"];
+const HEAP_SNAPSHOTS = values["heap-snapshots"];
+/** node's own flags for each cridock arm. */
+const cridockNodeFlags = [
+  ...(CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`] : []),
+  ...(HEAP_SNAPSHOTS ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${HEAP_SNAPSHOTS}`] : []),
+];
+
+/** CLOCK_MONOTONIC in µs: the clock of V8's CPU profiles (their startTime and sample times). */
+function monotonicMicros(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+function formatSplit(split: ResidentSplit): string {
+  return `RSS ${split.rss.toFixed(1)} MB (anonymous ${split.anonymous.toFixed(1)}, file-backed ${split.fileBacked.toFixed(1)})`;
+}
+
+/** Has node write a heap snapshot (--heapsnapshot-signal) and waits until the file is complete. */
+async function heapSnapshot(pid: number, label: string): Promise<void> {
+  if (!HEAP_SNAPSHOTS) return;
+  const ours = () => readdirSync(HEAP_SNAPSHOTS).filter((f) => f.includes(`.${pid}.`) && f.endsWith(".heapsnapshot"));
+  const before = ours().length;
+  process.kill(pid, "SIGUSR2");
+  const deadline = Date.now() + 120_000;
+  // node writes the file as it walks the heap; a size that holds still for a second is done.
+  let lastSize = -1;
+  while (Date.now() < deadline) {
+    await sleep(1000);
+    const files = ours();
+    if (files.length <= before) continue;
+    const newest = files.sort().at(-1)!;
+    const size = readFileSync(`${HEAP_SNAPSHOTS}/${newest}`).length;
+    if (size > 0 && size === lastSize) {
+      console.log(`heap snapshot of ${pid} ${label}: ${HEAP_SNAPSHOTS}/${newest}`);
+      return;
+    }
+    lastSize = size;
+  }
+  console.log(`heap snapshot of ${pid} ${label}: not written in 120 s`);
+}
 
 function statFields(pid: number): string[] {
   return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
@@ -168,6 +222,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     metrics,
     cridockEntry: arm.entry,
     criDockerd: arm.criDockerd,
+    cridockNodeFlags: arm.criDockerd ? undefined : cridockNodeFlags,
     kubeletPort: 10351,
     bridge: "cridock-kb0",
     dockerBridge: "cridock-kbd",
@@ -180,6 +235,9 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     const pid = env.cridock.child.pid!;
     await sleep(2000);
     const rssIdle = await rssMb(pid);
+    const splitIdle = await residentSplit(pid);
+    const idleMonotonic = monotonicMicros();
+    await heapSnapshot(pid, "idle");
     const scrapeBefore = metrics ? await env.metrics() : undefined;
     const cpuBefore = cpuSeconds(pid);
     const written = new Map<string, number>();
@@ -215,6 +273,9 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
       rssAfter: await rssMb(pid),
       worstVersionMs: 0,
     };
+    const splitAfter = await residentSplit(pid);
+    const runningMonotonic = monotonicMicros();
+    await heapSnapshot(pid, "after the burst");
     if (showBreakdown && scrapeBefore) printBreakdown(scrapeBefore, await env.metrics());
 
     // Deletion, with Version and Status sampled all along (they must answer fast whatever runs).
@@ -235,6 +296,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     // prom-client's event-loop delay histogram restarts at each scrape: this one opens the window.
     if (metrics) await env.metrics();
     const deleting = Date.now();
+    const deletingMonotonic = monotonicMicros();
     const cpuBeforeDelete = cpuSeconds(pid);
     const faultsBeforeDelete = minorFaults(pid);
     for (const name of names) await env.deletePod(name);
@@ -245,6 +307,16 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     sampling = false;
     await sampler;
     result.worstVersionMs = worstVersion;
+    const deletedMonotonic = monotonicMicros();
+    if (!arm.criDockerd) {
+      await sleep(2000);
+      console.log(`[${arm.name}] pid ${pid}: idle ${formatSplit(splitIdle)}; after the burst ${formatSplit(splitAfter)}; after the deletion ${formatSplit(await residentSplit(pid))}`);
+      console.log(
+        `[${arm.name}] pid ${pid}, CLOCK_MONOTONIC µs (a CPU profile's clock): idle read at ${idleMonotonic}, all running read at ${runningMonotonic}, ` +
+          `deletion from ${deletingMonotonic} to ${deletedMonotonic}`,
+      );
+      await heapSnapshot(pid, "after the deletion");
+    }
     // Whether a slow Version waited on cridock's own event loop or for a CPU.
     const loopDelay = metrics ? (await env.metrics()).get("cridock_nodejs_eventloop_lag_max_seconds") : undefined;
     console.log(

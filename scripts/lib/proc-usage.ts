@@ -90,3 +90,20 @@ export function countSyscalls(pid: number, seconds: number): SyscallCount | unde
     top: rows.slice(0, 5).map((r) => ({ name: r.name, perSecond: r.calls / seconds })),
   };
 }
+
+/** Resident memory split by backing (MB), from /proc/<pid>/smaps_rollup. */
+export interface ResidentSplit {
+  rss: number;
+  /** Private and shared anonymous pages: V8's heap, malloc's arenas, thread stacks. */
+  anonymous: number;
+  /** Pages of mapped files: the node executable's text and data, shared libraries. */
+  fileBacked: number;
+}
+
+export async function residentSplit(pid: number): Promise<ResidentSplit> {
+  const rollup = await readFile(`/proc/${pid}/smaps_rollup`, "utf8");
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(rollup)?.[1] ?? NaN);
+  const rss = kb("Rss") / 1024;
+  const anonymous = kb("Anonymous") / 1024;
+  return { rss, anonymous, fileBacked: rss - anonymous };
+}

@@ -51,6 +51,8 @@ export interface KubeletEnvOptions {
   metrics?: boolean;
   /** Run this cri-dockerd binary in cridock's place (the kubelet bench puts the two side by side). */
   criDockerd?: string;
+  /** node's own flags for cridock (the kubelet bench's --cpu-prof and heap snapshots). */
+  cridockNodeFlags?: string[];
 }
 
 export interface PodStatusView {
@@ -153,6 +155,7 @@ export class KubeletEnv {
     }
     this.cridock = await startCridockProcess({
       entry: this.options.cridockEntry,
+      nodeFlags: this.options.cridockNodeFlags,
       socketPath: this.socketPath,
       rootDirectory: this.cridockRoot,
       flags: [
