@@ -5,7 +5,8 @@
  * has a namespace to work on and IPs are never leaked. Uses util-linux
  * mount/umount rather than a native addon.
  */
-import { mkdir, open, readdir, readFile, rm, statfs } from "node:fs/promises";
+import { statfsSync } from "node:fs";
+import { mkdir, open, readdir, readFile, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { CridockError } from "../errors.ts";
 import { runProcess } from "./spawner.ts";
@@ -56,11 +57,19 @@ const NSFS_MAGIC = 0x6e736673;
  * /proc/<pid>/ns/net), else "": an unmounted handle file, a gone process or
  * no path at all. The CNI spec has the runtime pass an empty CNI_NETNS to
  * DEL when the namespace no longer exists.
+ *
+ * One statfs(2) on the calling thread: it reads the superblock of nsfs (or
+ * of the handle's directory) in memory, a few microseconds. Through
+ * fs/promises it was a round of libuv's threadpool, whose queue every file
+ * operation shares: in a 30-pod deletion, with the two cores saturated, the
+ * event loop waited up to 70 ms to hand that round in (a profile's
+ * `statfs` frame, the thread neither running nor runnable), and a pool held
+ * by slow disk I/O would hold every DEL behind it.
  */
 export async function liveNetns(path: string): Promise<string> {
   if (!path) return "";
   try {
-    return (await statfs(path)).type === NSFS_MAGIC ? path : "";
+    return statfsSync(path).type === NSFS_MAGIC ? path : "";
   } catch {
     return "";
   }
