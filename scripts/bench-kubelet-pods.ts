@@ -35,6 +35,8 @@
  * when it stops) and prints the deletion's span on the profile's clock
  * (CLOCK_MONOTONIC, µs, printed for every run), so a profile's long tasks
  * can be placed in it.
+ * --settle <s> reads each cridock's resident split once more that many
+ * seconds after the deletion (what V8 gives back once the node is quiet).
  * --heap-snapshots <dir> has each cridock write a heap snapshot there when
  * idle, after the burst and after the deletion (SIGUSR2, node's
  * --heapsnapshot-signal); each stalls cridock a second or more, so the
@@ -42,7 +44,7 @@
  *
  *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
  *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
- *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>]
+ *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>] [--settle <seconds>]
  *
  * Needs what the e2e suite needs (root, scripts/env-setup.sh, scripts/install-kubelet.sh).
  */
@@ -63,6 +65,7 @@ const { values } = parseArgs({
     "compare-metrics": { type: "boolean", default: false },
     "cpu-prof": { type: "string" },
     "heap-snapshots": { type: "string" },
+    settle: { type: "string", default: "0" },
   },
 });
 const PODS = Number(values.pods);
@@ -70,6 +73,7 @@ const ROUNDS = Number(values.rounds);
 const CLOCK_TICKS = 100;
 const CPU_PROF = values["cpu-prof"];
 const HEAP_SNAPSHOTS = values["heap-snapshots"];
+const SETTLE_S = Number(values.settle);
 /** node's own flags for each cridock arm. */
 const cridockNodeFlags = [
   ...(CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`] : []),
@@ -308,6 +312,15 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     await sampler;
     result.worstVersionMs = worstVersion;
     const deletedMonotonic = monotonicMicros();
+    const deletionS = (Date.now() - deleting) / 1000;
+    // Whether a slow Version waited on cridock's own event loop or for a CPU.
+    const loopDelay = metrics ? (await env.metrics()).get("cridock_nodejs_eventloop_lag_max_seconds") : undefined;
+    console.log(
+      `[${arm.name}] deletion: all containers stopped after ${deletionS.toFixed(1)} s; ` +
+        `${result.deleteMinorFaults} minor page faults; ` +
+        `slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile` +
+        (loopDelay === undefined ? "" : `; cridock's longest event-loop delay ${(loopDelay * 1000).toFixed(1)} ms`),
+    );
     if (!arm.criDockerd) {
       await sleep(2000);
       console.log(`[${arm.name}] pid ${pid}: idle ${formatSplit(splitIdle)}; after the burst ${formatSplit(splitAfter)}; after the deletion ${formatSplit(await residentSplit(pid))}`);
@@ -316,15 +329,11 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
           `deletion from ${deletingMonotonic} to ${deletedMonotonic}`,
       );
       await heapSnapshot(pid, "after the deletion");
+      if (SETTLE_S > 0) {
+        await sleep(SETTLE_S * 1000);
+        console.log(`[${arm.name}] pid ${pid}: ${SETTLE_S} s after the deletion ${formatSplit(await residentSplit(pid))}`);
+      }
     }
-    // Whether a slow Version waited on cridock's own event loop or for a CPU.
-    const loopDelay = metrics ? (await env.metrics()).get("cridock_nodejs_eventloop_lag_max_seconds") : undefined;
-    console.log(
-      `[${arm.name}] deletion: all containers stopped after ${((Date.now() - deleting) / 1000).toFixed(1)} s; ` +
-        `${result.deleteMinorFaults} minor page faults; ` +
-        `slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile` +
-        (loopDelay === undefined ? "" : `; cridock's longest event-loop delay ${(loopDelay * 1000).toFixed(1)} ms`),
-    );
     return result;
   } finally {
     await env.destroy();
