@@ -5,6 +5,7 @@
  */
 // First: V8's optimizing compiler stays off while the other modules load and cridock starts.
 import { resumeOptimizingCompiler } from "./startup-tiering.ts";
+import { capYoungGeneration } from "./young-generation.ts";
 import process from "node:process";
 import { ConfigError, parseConfig, type Config } from "./config.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -179,8 +180,10 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   });
   await metrics.start(() => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })));
   await server.start();
-  // Started: what runs hot from now on is worth optimizing (startup-tiering.ts).
+  // Started: what runs hot from now on is worth optimizing (startup-tiering.ts), and the
+  // young generation grows no further than the start grew it (young-generation.ts).
   resumeOptimizingCompiler();
+  capYoungGeneration();
 
   return {
     config,

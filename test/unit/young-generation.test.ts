@@ -1,0 +1,48 @@
+/**
+ * Once capYoungGeneration() ran (src/young-generation.ts, when cridock
+ * serves), V8's young generation grows no further than YOUNG_GENERATION_CAP
+ * however much survives its scavenges; without it, the same allocation
+ * grows it to V8's 32 MB. Measured in a fresh node, whose young generation
+ * starts below the cap.
+ */
+import t from "tap";
+import { spawnSync } from "node:child_process";
+import { join } from "node:path";
+import { REPO_ROOT } from "../helpers/cridock-process.ts";
+
+const MB = 1024 * 1024;
+
+/** The young generation's largest size (bytes) while objects that survive a while are allocated. */
+function largestYoungGeneration(capped: boolean): { largest: number; cap: number } {
+  const script = `
+    const { capYoungGeneration, YOUNG_GENERATION_CAP } = await import(${JSON.stringify(join(REPO_ROOT, "src/young-generation.ts"))});
+    const { getHeapSpaceStatistics } = await import("node:v8");
+    const size = () => getHeapSpaceStatistics().find((s) => s.space_name === "new_space").space_size;
+    if (${capped}) capYoungGeneration();
+    let largest = 0;
+    const kept = [];
+    for (let round = 0; round < 200; round++) {
+      for (let i = 0; i < 20000; i++) kept.push({ i, s: "x" + i });
+      if (kept.length > 300000) kept.splice(0, 100000);
+      // A turn of the event loop, as a serving cridock takes between requests (the GC observer runs there).
+      await new Promise((resolve) => setImmediate(resolve));
+      largest = Math.max(largest, size());
+    }
+    process.stdout.write(JSON.stringify({ largest, cap: YOUNG_GENERATION_CAP }));
+  `;
+  const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    cwd: REPO_ROOT,
+    encoding: "utf8",
+    env: { ...process.env, NODE_OPTIONS: "" },
+  });
+  if (child.status !== 0) throw new Error(`the script failed: ${child.stderr}`);
+  return JSON.parse(child.stdout) as { largest: number; cap: number };
+}
+
+t.test("the young generation stays at the cap once capped, and grows past it otherwise", async (t) => {
+  const capped = largestYoungGeneration(true);
+  t.ok(capped.largest <= capped.cap, `capped: largest ${capped.largest / MB} MB, cap ${capped.cap / MB} MB`);
+  t.ok(capped.largest >= capped.cap / 2, `it still grows up to the cap (${capped.largest / MB} MB)`);
+  const free = largestYoungGeneration(false);
+  t.ok(free.largest > capped.cap, `uncapped, V8 grows it past the cap (${free.largest / MB} MB)`);
+});
