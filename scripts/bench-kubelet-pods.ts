@@ -35,6 +35,9 @@
  * when it stops) and prints the deletion's span on the profile's clock
  * (CLOCK_MONOTONIC, µs, printed for every run), so a profile's long tasks
  * can be placed in it.
+ * --cridock-env KEY=VALUE (repeatable) runs this tree's cridock with that
+ * in its environment (not the compared arms'): a launcher's setting such as
+ * MALLOC_ARENA_MAX, side by side with the same tree without it via --compare.
  * --settle <s> reads each cridock's resident split once more that many
  * seconds after the deletion (what V8 gives back once the node is quiet).
  * --heap-snapshots <dir> has each cridock write a heap snapshot there when
@@ -44,7 +47,7 @@
  *
  *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
  *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
- *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>] [--settle <seconds>]
+ *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>] [--settle <seconds>] [--cridock-env KEY=VALUE]
  *
  * Needs what the e2e suite needs (root, scripts/env-setup.sh, scripts/install-kubelet.sh).
  */
@@ -66,6 +69,7 @@ const { values } = parseArgs({
     "cpu-prof": { type: "string" },
     "heap-snapshots": { type: "string" },
     settle: { type: "string", default: "0" },
+    "cridock-env": { type: "string", multiple: true, default: [] },
   },
 });
 const PODS = Number(values.pods);
@@ -74,6 +78,13 @@ const CLOCK_TICKS = 100;
 const CPU_PROF = values["cpu-prof"];
 const HEAP_SNAPSHOTS = values["heap-snapshots"];
 const SETTLE_S = Number(values.settle);
+const CRIDOCK_ENV = Object.fromEntries(
+  values["cridock-env"]!.map((pair) => {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new Error(`--cridock-env wants KEY=VALUE, not ${JSON.stringify(pair)}`);
+    return [pair.slice(0, eq), pair.slice(eq + 1)];
+  }),
+);
 /** node's own flags for each cridock arm. */
 const cridockNodeFlags = [
   ...(CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`] : []),
@@ -227,6 +238,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     cridockEntry: arm.entry,
     criDockerd: arm.criDockerd,
     cridockNodeFlags: arm.criDockerd ? undefined : cridockNodeFlags,
+    cridockEnv: arm.entry || arm.criDockerd ? undefined : CRIDOCK_ENV,
     kubeletPort: 10351,
     bridge: "cridock-kb0",
     dockerBridge: "cridock-kbd",

@@ -53,6 +53,8 @@ export interface KubeletEnvOptions {
   criDockerd?: string;
   /** node's own flags for cridock (the kubelet bench's --cpu-prof and heap snapshots). */
   cridockNodeFlags?: string[];
+  /** More environment for cridock (the kubelet bench's --cridock-env). */
+  cridockEnv?: Record<string, string>;
 }
 
 export interface PodStatusView {
@@ -156,6 +158,7 @@ export class KubeletEnv {
     this.cridock = await startCridockProcess({
       entry: this.options.cridockEntry,
       nodeFlags: this.options.cridockNodeFlags,
+      env: this.options.cridockEnv,
       socketPath: this.socketPath,
       rootDirectory: this.cridockRoot,
       flags: [
