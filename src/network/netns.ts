@@ -61,10 +61,11 @@ const NSFS_MAGIC = 0x6e736673;
  * One statfs(2) on the calling thread: it reads the superblock of nsfs (or
  * of the handle's directory) in memory, a few microseconds. Through
  * fs/promises it was a round of libuv's threadpool, whose queue every file
- * operation shares: in a 30-pod deletion, with the two cores saturated, the
- * event loop waited up to 70 ms to hand that round in (a profile's
- * `statfs` frame, the thread neither running nor runnable), and a pool held
- * by slow disk I/O would hold every DEL behind it.
+ * operation shares: in a 30-pod deletion, with the two cores saturated, a
+ * profile found the event loop 69 ms inside `statfs`'s hand-over of that
+ * round (such hand-overs of a `stat` were off the CPU and not runnable for
+ * 43-51 ms, by schedstat: the pool's starved threads held its queue), and a
+ * pool held by slow disk I/O would hold every DEL behind it.
  */
 export async function liveNetns(path: string): Promise<string> {
   if (!path) return "";
