@@ -18,7 +18,10 @@
  *
  *   tsx scripts/bench-idle.ts [--counts 40,150] [--seconds 30] [--strace-seconds 60]
  *       [--log-rates 1,10] [--log-seconds 10] [--runtime node|deno] [--compare-cri-dockerd <binary>]
- *       [--compare-cridock <other tree's bin/cridock.js>]
+ *       [--compare-cridock <other tree's bin/cridock.js>] [--cpu-prof <dir>]
+ *
+ * --cpu-prof writes a V8 CPU profile of each cridock on Node into a
+ * directory (one file per process, written when it stops).
  *
  * Needs the test environment (scripts/env-setup.sh), root, and strace for
  * the syscall figures (without it they print as "n/a").
@@ -45,6 +48,7 @@ const { values } = parseArgs({
     runtime: { type: "string", default: "node" },
     "compare-cri-dockerd": { type: "string" },
     "compare-cridock": { type: "string" },
+    "cpu-prof": { type: "string" },
   },
 });
 const counts = values.counts.split(",").map(Number).filter((n) => n > 0).sort((a, b) => a - b);
@@ -54,10 +58,11 @@ const straceS = Number(values["strace-seconds"]);
 const logRates = values["log-rates"].split(",").map(Number).filter((n) => n > 0);
 const logWindowS = Number(values["log-seconds"]);
 if (values.runtime !== "node" && values.runtime !== "deno") throw new Error("--runtime is node or deno");
+const profiled = values["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`] : undefined;
 const runtimes: RuntimeKind[] = [
-  { kind: "cridock", runtime: values.runtime },
+  { kind: "cridock", runtime: values.runtime, nodeFlags: values.runtime === "node" ? profiled : undefined },
   ...(values["compare-cri-dockerd"] ? [{ kind: "cri-dockerd" as const, binary: values["compare-cri-dockerd"] }] : []),
-  ...(values["compare-cridock"] ? [{ kind: "cridock" as const, runtime: "node" as const, entry: values["compare-cridock"] }] : []),
+  ...(values["compare-cridock"] ? [{ kind: "cridock" as const, runtime: "node" as const, entry: values["compare-cridock"], nodeFlags: profiled }] : []),
 ];
 
 const LINE_BYTES = 100;
@@ -164,8 +169,11 @@ async function measure(kind: RuntimeKind): Promise<Result> {
       const path = join(logDir, `${name}.log`);
       await sleep(3000);
       const [cpu0, line0, t0] = [await cpuSeconds(rt.pid), await lastLineNumber(path), performance.now()];
+      const from = process.hrtime.bigint();
       await sleep(logWindowS * 1000);
       const [cpu1, line1, t1] = [await cpuSeconds(rt.pid), await lastLineNumber(path), performance.now()];
+      // A CPU profile's sample times are on the same monotonic clock (microseconds): this places the window in it.
+      if (profiled) console.error(`logging at ${rate} MB/s of ${rt.name} pid ${rt.pid}: monotonic ${from / 1000n}..${process.hrtime.bigint() / 1000n} µs`);
       const mb = ((line1 - line0) * LINE_BYTES) / 1e6;
       const figure = { targetMbps: rate, mbps: mb / ((t1 - t0) / 1000), cpuMsPerMb: mb > 0 ? ((cpu1 - cpu0) * 1000) / mb : NaN };
       result.logging.push(figure);

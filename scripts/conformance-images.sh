@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds the images Kubernetes' e2e suites pull (scripts/images/conformance-images.ts)
-# from the programs scripts/install-kubernetes-tests.sh built, from Debian
-# binaries and from upstream busybox built here, and pushes them to the test environment's TLS mirror under their
-# registry.k8s.io names. Needs env-setup.sh (the mirror), install-kubernetes.sh
-# (CoreDNS) and install-kubernetes-tests.sh; idempotent (images are
-# reproducible: an unchanged image is not pushed again).
+# Builds the images Kubernetes' e2e suites pull
+# (scripts/images/conformance-images.ts) from the programs
+# scripts/install-kubernetes-tests.sh built, from Debian binaries and from
+# upstream busybox built here, and pushes them to the test environment's TLS
+# mirror under their registry.k8s.io names. Needs env-setup.sh (the mirror),
+# install-kubernetes.sh (CoreDNS) and install-kubernetes-tests.sh;
+# idempotent (images are reproducible: an unchanged image is not pushed
+# again).
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh

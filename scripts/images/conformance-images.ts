@@ -21,9 +21,8 @@
  * Every input comes from the environment scripts/conformance-images.sh sets.
  * They are registry-only: the node's own dockerd only carries them to the mirror.
  */
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { ImageSpec } from "./catalog.ts";
 import type { ImageRunConfig } from "./docker-archive.ts";
 import type { LayerEntry } from "./layer.ts";
@@ -117,14 +116,13 @@ function shellWith(tools: string[], users = STANDARD_USERS, groups = STANDARD_GR
  * defconfig has the applets Debian's lacks: nmeter, pgrep and ipcs.
  */
 function busyboxImageEntries(busybox: string): LayerEntry[] {
-  const applets = execFileSync(busybox, ["--list"], { encoding: "utf8" })
-    .split("\n")
-    .map((name) => name.trim())
-    .filter((name) => name !== "" && name !== "busybox");
+  const installed = busyboxEntries("all", busybox);
+  // Every applet in /bin as well: the names of the links busybox's own list placed.
+  const applets = new Set(installed.flatMap((e) => (e.kind === "hardlink" ? [basename(e.path)] : [])));
   return [
-    ...busyboxEntries("all", busybox),
+    ...installed,
     ...userlandEntries(),
-    ...applets.map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" })),
+    ...[...applets].map((name): LayerEntry => ({ kind: "hardlink", path: `/bin/${name}`, target: "/bin/busybox" })),
   ];
 }
 

@@ -18,6 +18,13 @@ import type { JsonLogTail } from "./json-tail.ts";
  * little; two 1 MiB buffers for each, allocated outside V8's heap, cost every
  * container start an mmap and its page faults, and forty of them made V8
  * run full collections for the external memory alone.
+ *
+ * Neither buffer exists before it is needed: the input at the first read,
+ * the output at the first entry to convert. A container that prints nothing
+ * holds no output buffer at all. Made with each follower, the 80 KiB output
+ * buffers were V8 external memory, which hastens its collections (2.4 MB for
+ * 30 pods, the largest native item of a heap snapshot after a 30-pod burst),
+ * and under Deno, which zeroes a new buffer, resident (3.8 MB for forty).
  */
 const FIRST_READ_SIZE = 16 * 1024;
 const READ_SIZE = 1 << 20;
@@ -53,15 +60,8 @@ export interface Pulled {
 
 export class JsonLogPump {
   private converter = new JsonLogConverter();
-  private input = Buffer.allocUnsafe(FIRST_READ_SIZE);
-  /**
-   * Made at the first conversion: a container that prints nothing (most of
-   * a node's) never needs it. Allocated with every follower it was 80 KiB
-   * of each followed container's, outside V8's heap but counted by V8 as
-   * external memory, which hastens its collections: 2.4 MB for 30 pods,
-   * the largest native item of a heap snapshot after a 30-pod burst.
-   */
-  private output: Buffer | undefined;
+  private input = NO_BUFFER;
+  private output = NO_BUFFER;
   /** Bytes at the start of `input` read but not consumed yet (a line still incomplete or held). */
   private carry = 0;
   /** Docker's time of the last entry converted ("" before the first). */
@@ -83,6 +83,11 @@ export class JsonLogPump {
   /** Entries still to pass over (resume); 0 once the written ones are behind. */
   get skip(): number {
     return this.converter.skip;
+  }
+
+  /** The bytes of buffer this pump holds (for tests and diagnostics). */
+  get bufferBytes(): number {
+    return this.input.length + this.output.length;
   }
 
   /** Stops passing over entries: what is left to skip is not in Docker's log. */
@@ -114,31 +119,26 @@ export class JsonLogPump {
 
   /** Converts and writes the complete lines in input[0, length); keeps the rest as carry. */
   private async consume(length: number, phase: PumpPhase): Promise<void> {
+    if (this.output.length < this.input.length + OUT_SLACK) this.output = Buffer.allocUnsafe(this.input.length + OUT_SLACK);
     let pos = 0;
-    const output = (this.output ??= Buffer.allocUnsafe(this.input.length + OUT_SLACK));
     while (pos < length) {
-      const r = this.converter.convert(this.input, pos, length, output, 0, { more: phase === "more" });
+      const r = this.converter.convert(this.input, pos, length, this.output, 0, { more: phase === "more" });
       pos += r.consumed;
       if (r.lastTime) this.lastTime = r.lastTime;
       if (r.malformedBytes > 0) this.options.logger.warn({ bytes: r.malformedBytes, dockerLog: this.source }, "skipped bytes of Docker's log that are not log entries");
       if (r.consumed === 0) break;
-      await this.options.sink(output.subarray(0, r.written), length - pos);
+      await this.options.sink(this.output.subarray(0, r.written), length - pos);
     }
     this.input.copy(this.input, 0, pos, length);
     this.carry = length - pos;
   }
 
-  /** A larger input buffer (twice as large, or `size`), keeping the carry. */
-  private grow(size = this.input.length * 2): void {
+  /** A larger input buffer (the first, twice as large, or `size`), keeping the carry; the output follows at the next conversion. */
+  private grow(size = Math.max(FIRST_READ_SIZE, this.input.length * 2)): void {
     const bigger = Buffer.allocUnsafe(Math.max(size, this.input.length));
     this.input.copy(bigger, 0, 0, this.carry);
     this.input = bigger;
-    // The next conversion makes one to match.
-    this.output = undefined;
-  }
-
-  /** Bytes of buffers this pump holds now (the read buffer, and the conversion's once output came). */
-  get heldBytes(): number {
-    return this.input.length + (this.output?.length ?? 0);
   }
 }
+
+const NO_BUFFER = Buffer.alloc(0);

@@ -1,16 +1,21 @@
 /**
  * Where the spawner's loop (spawn-protocol.ts) runs, behind one interface:
  *
- * - "process": a small helper process (node -e), fed JSON lines. On Node
- *   this is the default, because a fork copies the forking process's page
- *   tables and write-protects all of its memory, whichever thread forks:
- *   each plugin forked from cridock itself made cridock's main thread take
- *   a page fault for every page it wrote next (about 0.9 µs per 4 KiB,
- *   15 ms to write 64 MiB once). The helper's own memory is a few MB, so
- *   its forks cost little and cridock's memory is never touched.
- * - "worker": a worker thread of cridock. Deno spawns with vfork
- *   (CLONE_VM|CLONE_VFORK: nothing copied), so there a thread suffices;
- *   and the single executable has no node to run `-e` with.
+ * - "process": a small helper process (`node -e`, or `deno eval` under
+ *   Deno), fed JSON lines. The default on both:
+ *   - On Node, a fork copies the forking process's page tables and
+ *     write-protects all of its memory, whichever thread forks: each plugin
+ *     forked from cridock itself made cridock's main thread take a page
+ *     fault for every page it wrote next (about 0.9 µs per 4 KiB, 15 ms to
+ *     write 64 MiB once). The helper's own memory is a few MB, so its forks
+ *     cost little and cridock's memory is never touched.
+ *   - Deno spawns with vfork (CLONE_VM|CLONE_VFORK: nothing copied), but a
+ *     worker there is a second Deno runtime inside cridock: about 21 MB of
+ *     resident memory, of which ending the worker gave back 4.5. The helper
+ *     process holds its own and gives all of it back when it ends idle.
+ * - "worker": a worker thread of cridock, for the single executable, which
+ *   has no node or deno to run a helper's source with; and where a helper
+ *   cannot be had.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import process from "node:process";
@@ -39,9 +44,8 @@ export function openChannel(kind: ChannelKind, events: ChannelEvents): SpawnChan
   return kind === "process" ? helperProcess(events) : workerThread(events);
 }
 
-/** Which kind suits this runtime: Deno and the single executable take a worker thread. */
+/** Which kind suits this runtime: the single executable takes a worker thread, node and deno a helper process. */
 export function defaultChannelKind(): ChannelKind {
-  if ("Deno" in globalThis) return "worker";
   return executableRuntime ? "worker" : "process";
 }
 
@@ -73,10 +77,8 @@ function workerThread(events: ChannelEvents): SpawnChannel {
 }
 
 function helperProcess(events: ChannelEvents): SpawnChannel {
-  // NODE_OPTIONS is cridock's (loaders, heap sizes), not the helper's; the programs it runs are not node.
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const child: ChildProcess = spawn(process.execPath, ["-e", HELPER_SOURCE], { env, stdio: ["pipe", "pipe", "pipe"] });
+  const [args, env] = helperCommand();
+  const child: ChildProcess = spawn(process.execPath, args, { env, stdio: ["pipe", "pipe", "pipe"] });
   let closed = false;
   let stderr = "";
   child.stderr!.on("data", (d: Buffer) => {
@@ -121,4 +123,16 @@ function helperProcess(events: ChannelEvents): SpawnChannel {
       clearTimeout(timer);
     },
   };
+}
+
+/** The helper's arguments and environment for the runtime cridock runs on (process.execPath is node or deno). */
+function helperCommand(): [string[], NodeJS.ProcessEnv] {
+  // NODE_OPTIONS and DENO_V8_FLAGS are cridock's (loaders, heap sizes), not the helper's; the programs it runs are neither.
+  const env = { ...process.env };
+  delete env.NODE_OPTIONS;
+  if (!("Deno" in globalThis)) return [["-e", HELPER_SOURCE], env];
+  delete env.DENO_V8_FLAGS;
+  // No deno.json or lock file of the working directory applies to it, and no release check reaches out.
+  env.DENO_NO_UPDATE_CHECK = "1";
+  return [["eval", "--quiet", "--no-config", "--no-lock", "--ext=cjs", HELPER_SOURCE], env];
 }

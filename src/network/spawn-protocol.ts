@@ -150,7 +150,7 @@ serve((m) => parentPort.postMessage(m), (fn) => parentPort.on("message", fn));
 `;
 
 /**
- * A helper process's code (node -e): the loop on JSON lines, requests on
+ * A helper process's code (`node -e`, `deno eval --ext=cjs`): the loop on JSON lines, requests on
  * stdin and replies on stdout. It ends when its stdin does (cridock
  * stopped, died or let it go idle).
  */

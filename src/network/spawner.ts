@@ -6,7 +6,7 @@
  * calling thread until the child has exec'd; on a node whose cores are
  * saturated (a burst of pod deletions) that wait took 0.2–0.5 s of
  * cridock's main thread. The workers are small helper processes on Node
- * and threads on Deno and in the single executable (spawn-channel.ts says
+ * and Deno, and threads in the single executable (spawn-channel.ts says
  * why); their messages and code are in spawn-protocol.ts.
  *
  * Why a pool and not one worker: a worker is itself held in fork and exec

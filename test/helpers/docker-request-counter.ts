@@ -8,6 +8,8 @@
  * to its blank line, then a body of its Content-Length. A connection whose
  * request asks for an upgrade (exec start, attach: then it carries a
  * process's stdio) or sends a chunked body is not read further.
+ * pipeToDocker, the pass-through alone, serves tests that hold or
+ * release Docker connections themselves.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { connect, createServer, type Socket } from "node:net";
@@ -62,30 +64,40 @@ function requestFramer(seen: (r: DockerRequest) => void): (chunk: Buffer) => voi
   };
 }
 
+export interface PipeOptions {
+  /** Docker's endpoint, `unix://…`; the test engine's by default. */
+  upstream?: string;
+  /** Sees each chunk the client sends, before it is passed on. */
+  onClientData?: (chunk: Buffer) => void;
+  /** Both sockets, as they are made: a server's close must destroy them too. */
+  track?: Set<Socket>;
+}
+
+/** Joins `client` to a new connection to dockerd, both ways; either end's close or error closes both. */
+export function pipeToDocker(client: Socket, options: PipeOptions = {}): void {
+  const daemon = connect((options.upstream ?? TEST_DOCKER_ENDPOINT).replace(/^unix:\/\//, ""));
+  options.track?.add(client).add(daemon);
+  client.on("data", (chunk: Buffer) => {
+    options.onClientData?.(chunk);
+    daemon.write(chunk);
+  });
+  daemon.on("data", (chunk: Buffer) => client.write(chunk));
+  const end = () => {
+    client.destroy();
+    daemon.destroy();
+    options.track?.delete(client);
+    options.track?.delete(daemon);
+  };
+  client.on("close", end).on("error", end);
+  daemon.on("close", end).on("error", end);
+}
+
 export async function countDockerRequests(upstream = TEST_DOCKER_ENDPOINT): Promise<DockerRequestCounter> {
-  const target = upstream.replace(/^unix:\/\//, "");
   const dir = await mkdtemp(join(tmpdir(), "cridock-docker-counter-"));
   const socketPath = join(dir, "docker.sock");
   const seen: DockerRequest[] = [];
   const open = new Set<Socket>();
-  const server = createServer((client) => {
-    const daemon = connect(target);
-    open.add(client).add(daemon);
-    const frame = requestFramer((r) => seen.push(r));
-    client.on("data", (chunk: Buffer) => {
-      frame(chunk);
-      daemon.write(chunk);
-    });
-    daemon.on("data", (chunk: Buffer) => client.write(chunk));
-    const end = () => {
-      client.destroy();
-      daemon.destroy();
-      open.delete(client);
-      open.delete(daemon);
-    };
-    client.on("close", end).on("error", end);
-    daemon.on("close", end).on("error", end);
-  });
+  const server = createServer((client) => pipeToDocker(client, { upstream, onClientData: requestFramer((r) => seen.push(r)), track: open }));
   await new Promise<void>((resolve, reject) => server.once("error", reject).listen(socketPath, resolve));
   return {
     endpoint: `unix://${socketPath}`,

@@ -4,11 +4,12 @@
 import t from "tap";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { connect, createServer, type Socket } from "node:net";
+import { createServer, type Socket } from "node:net";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startCridockProcess, REPO_ROOT } from "../../helpers/cridock-process.ts";
+import { pipeToDocker } from "../../helpers/docker-request-counter.ts";
 import { TEST_DOCKER_ENDPOINT } from "../../helpers/env.ts";
 
 const CLI = join(REPO_ROOT, "bin/cridock.js");
@@ -29,13 +30,6 @@ t.test("SIGTERM while starting: cridock finishes starting, then stops gracefully
   // the signal lands mid-start, deterministically.
   const held: Socket[] = [];
   let released = false;
-  const pipeToDocker = (client: Socket) => {
-    const upstream = connect(TEST_DOCKER_ENDPOINT.replace(/^unix:\/\//, ""));
-    client.pipe(upstream).pipe(client);
-    const end = () => (client.destroy(), upstream.destroy());
-    client.on("error", end).on("close", end);
-    upstream.on("error", end).on("close", end);
-  };
   const proxy = createServer((client) => (released ? pipeToDocker(client) : held.push(client)));
   const proxyPath = join(dir, "docker.sock");
   await new Promise<void>((resolve) => proxy.listen(proxyPath, resolve));
@@ -50,7 +44,7 @@ t.test("SIGTERM while starting: cridock finishes starting, then stops gracefully
   await new Promise((r) => setTimeout(r, 500));
   t.same([child.exitCode, child.signalCode], [null, null], "the signal did not end it mid-start");
   released = true;
-  held.splice(0).forEach(pipeToDocker);
+  held.splice(0).forEach((client) => pipeToDocker(client));
   t.same(await exited, [0, null], "it started, then stopped gracefully (exit 0)");
   t.notOk(existsSync(socketPath), "the socket is gone");
 });
