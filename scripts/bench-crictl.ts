@@ -34,6 +34,7 @@ import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
 import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir } from "../test/helpers/env.ts";
 import { median } from "./lib/bench-stats.ts";
+import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { cpuSeconds, rssMb, treeCpuSeconds } from "./lib/proc-usage.ts";
 import { runtimeName, startRuntime, type RuntimeKind } from "./lib/runtimes.ts";
 
@@ -53,7 +54,7 @@ const { values } = parseArgs({
 });
 const n = (k: "rounds" | "cycles" | "containers" | "stats" | "lists" | "execs") => Number(values[k]);
 if (values.runtime !== "node" && values.runtime !== "deno") throw new Error("--runtime is node or deno");
-const profiled = values["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`] : undefined;
+const profiled = cpuProfileFlags(values["cpu-prof"]);
 const runtimes: RuntimeKind[] = [
   { kind: "cridock", runtime: values.runtime, nodeFlags: values.runtime === "node" ? profiled : undefined },
   ...(values["compare-cri-dockerd"] ? [{ kind: "cri-dockerd" as const, binary: values["compare-cri-dockerd"] }] : []),
@@ -93,7 +94,7 @@ async function workload(kind: RuntimeKind, round: number): Promise<Figures> {
   const phase = async (p: Phase, calls: (() => Promise<unknown>)[]) => {
     const times: number[] = [];
     const cpu0 = await treeCpuSeconds(rt.pid);
-    const from = process.hrtime.bigint();
+    const from = monotonicMicros();
     for (const call of calls) {
       const t0 = performance.now();
       await call();
@@ -102,7 +103,7 @@ async function workload(kind: RuntimeKind, round: number): Promise<Figures> {
     cpu[p] = (await treeCpuSeconds(rt.pid)) - cpu0;
     latency[p] = median(times);
     // A CPU profile's sample times are on the same monotonic clock (microseconds): this splits it by phase.
-    if (profiled) console.error(`phase ${p} of ${rt.name} pid ${rt.pid}: monotonic ${from / 1000n}..${process.hrtime.bigint() / 1000n} µs`);
+    if (profiled) console.error(`phase ${p} of ${rt.name} pid ${rt.pid}: monotonic ${from}..${monotonicMicros()} µs`);
   };
   try {
     await crictl("pull", BUSYBOX_IMAGE);

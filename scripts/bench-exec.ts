@@ -25,6 +25,7 @@ import { silentLogger } from "../src/log.ts";
 import { startCridockProcess, type CridockProcess } from "../test/helpers/cridock-process.ts";
 import { median, spawnedPerOperation, stepBreakdown } from "./lib/bench-stats.ts";
 import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir, PAUSE_IMAGE, type CniConfDir } from "../test/helpers/env.ts";
+import { cpuProfileFlags } from "./lib/cpu-profile.ts";
 import { cpuSeconds, rssMb } from "./lib/proc-usage.ts";
 import { startRuntime, type RuntimeUnderTest } from "./lib/runtimes.ts";
 
@@ -37,7 +38,7 @@ const { values } = parseArgs({
     "cpu-prof": { type: "string" },
   },
 });
-const nodeFlags = values["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`] : undefined;
+const nodeFlags = cpuProfileFlags(values["cpu-prof"]);
 const ROUNDS = Number(values.rounds);
 const MIB = Number(values.mib);
 

@@ -32,6 +32,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { BUSYBOX_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
+import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { countSyscalls, cpuSeconds, rssMb, type SyscallCount } from "./lib/proc-usage.ts";
 import { runtimeName, startRuntime, type RuntimeKind, type RuntimeUnderTest } from "./lib/runtimes.ts";
 
@@ -58,7 +59,7 @@ const straceS = Number(values["strace-seconds"]);
 const logRates = values["log-rates"].split(",").map(Number).filter((n) => n > 0);
 const logWindowS = Number(values["log-seconds"]);
 if (values.runtime !== "node" && values.runtime !== "deno") throw new Error("--runtime is node or deno");
-const profiled = values["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${values["cpu-prof"]}`] : undefined;
+const profiled = cpuProfileFlags(values["cpu-prof"]);
 const runtimes: RuntimeKind[] = [
   { kind: "cridock", runtime: values.runtime, nodeFlags: values.runtime === "node" ? profiled : undefined },
   ...(values["compare-cri-dockerd"] ? [{ kind: "cri-dockerd" as const, binary: values["compare-cri-dockerd"] }] : []),
@@ -169,11 +170,11 @@ async function measure(kind: RuntimeKind): Promise<Result> {
       const path = join(logDir, `${name}.log`);
       await sleep(3000);
       const [cpu0, line0, t0] = [await cpuSeconds(rt.pid), await lastLineNumber(path), performance.now()];
-      const from = process.hrtime.bigint();
+      const from = monotonicMicros();
       await sleep(logWindowS * 1000);
       const [cpu1, line1, t1] = [await cpuSeconds(rt.pid), await lastLineNumber(path), performance.now()];
       // A CPU profile's sample times are on the same monotonic clock (microseconds): this places the window in it.
-      if (profiled) console.error(`logging at ${rate} MB/s of ${rt.name} pid ${rt.pid}: monotonic ${from / 1000n}..${process.hrtime.bigint() / 1000n} µs`);
+      if (profiled) console.error(`logging at ${rate} MB/s of ${rt.name} pid ${rt.pid}: monotonic ${from}..${monotonicMicros()} µs`);
       const mb = ((line1 - line0) * LINE_BYTES) / 1e6;
       const figure = { targetMbps: rate, mbps: mb / ((t1 - t0) / 1000), cpuMsPerMb: mb > 0 ? ((cpu1 - cpu0) * 1000) / mb : NaN };
       result.logging.push(figure);

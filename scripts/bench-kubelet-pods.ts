@@ -56,6 +56,7 @@ import { parseArgs } from "node:util";
 import { KubeletEnv, sleep } from "../test/e2e/harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../test/helpers/env.ts";
 import type { Samples } from "../test/helpers/metrics-scrape.ts";
+import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { residentSplit, rssMb, type ResidentSplit } from "./lib/proc-usage.ts";
 
 const { values } = parseArgs({
@@ -87,14 +88,9 @@ const CRIDOCK_ENV = Object.fromEntries(
 );
 /** node's own flags for each cridock arm. */
 const cridockNodeFlags = [
-  ...(CPU_PROF ? ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`] : []),
+  ...(cpuProfileFlags(CPU_PROF) ?? []),
   ...(HEAP_SNAPSHOTS ? ["--heapsnapshot-signal=SIGUSR2", `--diagnostic-dir=${HEAP_SNAPSHOTS}`] : []),
 ];
-
-/** CLOCK_MONOTONIC in µs: the clock of V8's CPU profiles (their startTime and sample times). */
-function monotonicMicros(): number {
-  return Number(process.hrtime.bigint() / 1000n);
-}
 
 function formatSplit(split: ResidentSplit): string {
   return `RSS ${split.rss.toFixed(1)} MB (anonymous ${split.anonymous.toFixed(1)}, file-backed ${split.fileBacked.toFixed(1)})`;

@@ -15,6 +15,7 @@ import { parseArgs } from "node:util";
 import { spawnSync } from "node:child_process";
 import { startCridockProcess, type CridockProcessOptions } from "../test/helpers/cridock-process.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
+import { residentSplit } from "./lib/proc-usage.ts";
 
 const { values } = parseArgs({
   options: {
@@ -35,9 +36,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * host shares.
  */
 async function memory(pid: number): Promise<{ rss: number; hwm: number; anon: number }> {
-  const [status, rollup] = await Promise.all([readFile(`/proc/${pid}/status`, "utf8"), readFile(`/proc/${pid}/smaps_rollup`, "utf8")]);
-  const kb = (text: string, field: string) => Number(/(\d+) kB/.exec(text.split("\n").find((l) => l.startsWith(field)) ?? "")?.[1] ?? NaN);
-  return { rss: kb(status, "VmRSS:") / 1024, hwm: kb(status, "VmHWM:") / 1024, anon: kb(rollup, "Anonymous:") / 1024 };
+  const [status, split] = await Promise.all([readFile(`/proc/${pid}/status`, "utf8"), residentSplit(pid)]);
+  const kb = (field: string) => Number(/(\d+) kB/.exec(status.split("\n").find((l) => l.startsWith(field)) ?? "")?.[1] ?? NaN);
+  return { rss: kb("VmRSS:") / 1024, hwm: kb("VmHWM:") / 1024, anon: split.anonymous };
 }
 
 const cni = await makeCniConfDir({ bridge: "cridock-mem0", subnet: "10.93.0.0/22", networkName: "cridock-mem" });

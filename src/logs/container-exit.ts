@@ -49,11 +49,10 @@ export class ContainerExitCheck {
   }
 
   async exited(): Promise<boolean> {
-    const reported = this.reported;
+    // Read before the report is consumed: a reported end always goes to Docker.
+    const running = this.runningSync();
     this.reported = false;
-    if (!reported && this.pid > 0 && Date.now() - this.lastInspect < CONFIRM_EXIT_MS && processExists(this.pid)) {
-      return false;
-    }
+    if (running) return false;
     this.lastInspect = Date.now();
     try {
       const inspect = await this.docker.inspectContainer(this.containerId);
@@ -72,7 +71,7 @@ export class ContainerExitCheck {
 
 /**
  * Whether /proc shows the process: one access(2) of procfs on the calling
- * thread, which the kernel answers from memory, as runningSync() does. A
+ * thread, which the kernel answers from memory. A
  * stat through fs/promises was a round of libuv's threadpool: while kubelet
  * deleted 30 pods on two saturated cores the event loop once waited 46 ms
  * just to queue it (the pool's queue is shared by every file operation).
