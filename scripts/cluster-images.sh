@@ -29,6 +29,7 @@ catalog_names() {
 main() {
   require_root
   mkdir -p "$ENV_LOG_DIR"
+  tool_lock cluster-images
   local wanted
   wanted="$("$KUBERNETES_BIN_DIR/kubeadm" config images list --kubernetes-version "$KUBERNETES_VERSION" 2>>"$ENV_LOG_DIR/images.log" | sort)" ||
     die "kubeadm config images list failed; see $ENV_LOG_DIR/images.log"

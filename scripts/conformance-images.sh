@@ -12,10 +12,6 @@ set -euo pipefail
 # shellcheck source=scripts/lib/env-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 
-# The tools agnhost and glibc-dns-testing carry (dig, nslookup, nc, iperf),
-# taken from the host as the kube-proxy image takes iptables.
-CONFORMANCE_IMAGE_PACKAGES=(bind9-dnsutils netcat-openbsd iperf iproute2 curl procps util-linux make bzip2)
-
 # busybox as upstream releases it, for the busybox:1.37.0-1 image. Debian's
 # busybox reverts upstream's ash change that keeps environment entries whose
 # names are no shell identifiers (envFrom keys such as "data-1") for the
@@ -73,6 +69,7 @@ kubernetes_source_dir() {
 main() {
   require_root
   mkdir -p "$ENV_LOG_DIR"
+  tool_lock conformance-images
   install_missing_packages "${CONFORMANCE_IMAGE_PACKAGES[@]}"
   ensure_upstream_busybox
   local source

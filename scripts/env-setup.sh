@@ -8,8 +8,9 @@
 #
 # With --with-test-engines it also builds (once, cached) and starts the
 # Docker Engine 29 setups the test suite runs on beside the node's dockerd
-# (scripts/test-engines.sh); scripts/test.sh asks for that, run-cridock.sh
-# does not.
+# (scripts/test-engines.sh); run-cridock.sh does not ask for them, and
+# scripts/test.sh starts them itself once their build, which it runs in the
+# background, is done.
 #
 # Idempotent: a second run finds everything in place and changes nothing.
 # Quiet unless it does something or something is wrong. Logs go to

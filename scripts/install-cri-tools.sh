@@ -87,6 +87,8 @@ main() {
     *) die "usage: install-cri-tools.sh [--check|--link] [crictl]" ;;
   esac
   mkdir -p "$ENV_LOG_DIR"
+  # --check only looks: it neither builds nor waits for a build.
+  ((check)) || tool_lock cri-tools
   for tool in "${wanted[@]}"; do
     installed "$tool" || missing+=("$tool")
   done

@@ -67,6 +67,7 @@ build_engine() {
 main() {
   require_root
   mkdir -p "$ENV_LOG_DIR"
+  tool_lock docker-engine
   if [[ ! -x "$DOCKER_ENGINE_BIN_DIR/dockerd" || ! -x "$DOCKER_ENGINE_BIN_DIR/docker-proxy" || ! -x "$DOCKER_ENGINE_BIN_DIR/runc" ]]; then
     dpkg-query -W -f='${Status}' libseccomp-dev 2>/dev/null | grep -q "install ok installed" ||
       die "libseccomp-dev is missing (scripts/env-setup.sh installs it)"

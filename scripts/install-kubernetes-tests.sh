@@ -99,6 +99,7 @@ build_tests() {
 main() {
   (($# == 0)) || die "usage: install-kubernetes-tests.sh"
   mkdir -p "$ENV_LOG_DIR"
+  tool_lock kubernetes-tests
   tests_complete && return 0
   build_tests "$(find_go "Kubernetes $KUBERNETES_VERSION's test binaries")"
 }

@@ -142,6 +142,7 @@ main() {
   esac
   (($# == 0)) || die "usage: install-kubernetes.sh [--with-tests]"
   mkdir -p "$ENV_LOG_DIR"
+  tool_lock kubernetes
   local go=""
   if ! kubernetes_complete; then
     go="$(find_go "Kubernetes $KUBERNETES_VERSION")"

@@ -250,16 +250,83 @@ choose_engines() {
   ((${#ENGINES[@]} > 0)) || die "CRIDOCK_TEST_ENGINES names no engine"
 }
 
+# prebuild_steps SUITE...: what scripts/prebuild-tools.sh builds for these
+# suites, in the order the suites will want it.
+prebuild_steps() {
+  local suites=" $* " steps=() tests=0 engine29=0
+  [[ "$suites" == *" cluster "* || "$suites" == *" node-conformance "* ]] && tests=1
+  [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* || "$suites" == *" node-conformance "* ]] && engine29=1
+  [[ " ${ENGINES[*]} " == *" docker29"* && "$suites" != " unit " ]] && engine29=1
+  ((tests)) && steps+=(packages)
+  [[ "$suites" != " unit " ]] && steps+=(cri-tools)
+  ((engine29)) && steps+=(docker-engine)
+  if [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* ]] || ((tests)); then steps+=(kubernetes); fi
+  [[ "$suites" == *" cluster "* ]] && steps+=(cluster-images)
+  ((tests)) && steps+=(kubernetes-tests conformance-images)
+  printf '%s\n' "${steps[@]}"
+}
+
+# start_prebuild SUITE...: the tools those suites need, built in the
+# background at the lowest priority while the first suites run (the unit
+# suite needs none of them, the integration run on Debian's engine neither).
+# Each suite still calls the install scripts it needs, which wait for a
+# build in progress (tool_lock) and then find the tool in place.
+PREBUILD_PID=""
+start_prebuild() {
+  local steps=()
+  mapfile -t steps < <(prebuild_steps "$@")
+  ((${#steps[@]} > 0)) || return 0
+  log "building ${steps[*]} in the background (log: $ENV_LOG_DIR/prebuild.log)"
+  mkdir -p "$ENV_LOG_DIR"
+  # Its own process group, so that an early exit stops the whole build.
+  setsid nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/prebuild-tools.sh" "${steps[@]}" \
+    </dev/null >"$ENV_LOG_DIR/prebuild.log" 2>&1 &
+  PREBUILD_PID=$!
+}
+
+stop_prebuild() {
+  [[ -n "$PREBUILD_PID" ]] && kill -0 "$PREBUILD_PID" 2>/dev/null || return 0
+  log "stopping the background build (pid $PREBUILD_PID)"
+  kill -TERM -- "-$PREBUILD_PID" 2>/dev/null || true
+  wait "$PREBUILD_PID" 2>/dev/null || true
+}
+
+# What every suite but the unit tests needs before it runs on ENGINE:
+# crictl and critest, and the Engine 29 setups when ENGINE is one of them.
+# Each is done once, when the first suite needs it, so that the suites
+# before it overlap the builds; the time spent waiting is reported with the
+# suites' times.
+CRI_TOOLS_READY=0
+TEST_ENGINES_READY=0
+ensure_suite_prerequisites() {
+  local engine="$1" started=$SECONDS
+  if ((!CRI_TOOLS_READY)); then
+    bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
+    CRI_TOOLS_READY=1
+    TIMES+=("cri-tools (waiting for the build) $((SECONDS - started)) s")
+  fi
+  if [[ "$engine" == docker29* ]] && ((!TEST_ENGINES_READY)); then
+    started=$SECONDS
+    bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" start
+    TEST_ENGINES_READY=1
+    TIMES+=("Engine 29 setups (waiting for the build, starting) $((SECONDS - started)) s")
+  fi
+}
+
+# run_order: the chosen engines in the order the suites run on them: those
+# that need no build first (Debian's 20.10), so that a fresh machine's
+# Engine 29 build overlaps a whole suite run.
+run_order() {
+  local engine
+  for engine in "${ENGINES[@]}"; do [[ "$engine" == docker29* ]] || echo "$engine"; done
+  for engine in "${ENGINES[@]}"; do [[ "$engine" != docker29* ]] || echo "$engine"; done
+}
+
 prepare() {
   require_root
-  # Engine 29 (built once into the tools cache) runs only when a chosen setup needs it.
-  if [[ " ${ENGINES[*]} " == *" docker29"* ]]; then
-    bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh" --with-test-engines
-  else
-    bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh"
-  fi
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh"
   ensure_node_modules
+  start_prebuild "$@"
 }
 
 main() {
@@ -267,18 +334,21 @@ main() {
   ((${#suites[@]} > 0)) || suites=(unit integration packaging faults e2e cluster node-conformance deno conformance)
   choose_engines
   local setup_seconds=$SECONDS
-  prepare
-  setup_seconds=$((SECONDS - setup_seconds))
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
   # shellcheck disable=SC2064  # expand now
-  trap "rm -rf '$RESULTS_DIR'" EXIT
+  trap "stop_prebuild; rm -rf '$RESULTS_DIR'" EXIT
+  prepare "${suites[@]}"
+  setup_seconds=$((SECONDS - setup_seconds))
   local suite engine started
   # Unit, fault, kubelet and Deno tests run once, on the primary engine (or the first one chosen).
   PRIMARY="${ENGINES[0]}"
   [[ " ${ENGINES[*]} " == *" $PRIMARY_ENGINE "* ]] && PRIMARY="$PRIMARY_ENGINE"
+  local ordered=()
+  mapfile -t ordered < <(run_order)
   for suite in "${suites[@]}"; do
-    for engine in "${ENGINES[@]}"; do
+    for engine in "${ordered[@]}"; do
       if [[ "$engine" != "$PRIMARY" ]] && ! engine_runs "$engine" "$suite"; then continue; fi
+      [[ "$suite" == unit ]] || ensure_suite_prerequisites "$engine"
       started=$SECONDS
       case "$suite" in
         unit) run_tap_suite unit "$engine" ;;
@@ -310,6 +380,8 @@ main() {
   # Where the run's time went: CI has a budget, and this is what it is spent on.
   echo "# ---- time per suite"
   printf '#   %s\n' "setup $setup_seconds s" "${TIMES[@]}"
+  # And the background builds' own steps (they overlap the suites above).
+  [[ -z "$PREBUILD_PID" ]] || sed -n 's/^cridock-env: prebuild: /#   background: /p' "$ENV_LOG_DIR/prebuild.log"
   echo "# ---- summary"
   (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/test-summary.ts "${SUMMARY_ARGS[@]}")
 }

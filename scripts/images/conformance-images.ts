@@ -42,6 +42,14 @@ export interface ConformanceImageInputs {
   corednsBinDir: string;
   /** busybox built from upstream's source with its defconfig (conformance-images.sh says why). */
   upstreamBusybox: string;
+  /** Debian's busybox, the shell of every other image (rootfs.ts SHELL_BUSYBOX, unpacked by env-setup.sh). */
+  shellBusybox: string;
+  /**
+   * Where the Debian binaries the images carry (dig, bash, date, ...) are
+   * read from: "/" when building; unit tests hand in a tree of stand-ins,
+   * since they run before anything installs those packages.
+   */
+  hostRoot: string;
 }
 
 function required(name: string): string {
@@ -56,6 +64,8 @@ export function conformanceInputsFromEnv(): ConformanceImageInputs {
     kubernetesSourceDir: required("CRIDOCK_KUBERNETES_SOURCE_DIR"),
     corednsBinDir: required("CRIDOCK_COREDNS_BIN_DIR"),
     upstreamBusybox: required("CRIDOCK_UPSTREAM_BUSYBOX"),
+    shellBusybox: SHELL_BUSYBOX,
+    hostRoot: "/",
   };
   for (const [name, path] of [
     ["agnhost", join(inputs.testBinDir, "agnhost")],
@@ -79,7 +89,7 @@ function executable(path: string, source: string, mode = 0o755): LayerEntry {
  * which alpine's base image has (musl-utils) and the DNS specs' agnhost
  * querier runs (`getent hosts <name>`).
  */
-const AGNHOST_TOOLS = [
+export const AGNHOST_TOOLS = [
   "/usr/bin/getent",
   "/usr/bin/dig",
   "/usr/bin/nslookup",
@@ -100,8 +110,8 @@ const AGNHOST_GROUPS = [
 ];
 
 /** A busybox userland with every applet and the given host binaries over it. */
-function shellWith(tools: string[], users = STANDARD_USERS, groups = STANDARD_GROUPS): LayerEntry[] {
-  return [...busyboxEntries("all", SHELL_BUSYBOX), ...userlandEntries(users, groups), ...hostBinaryEntries(tools)];
+function shellWith(inputs: ConformanceImageInputs, tools: string[], users = STANDARD_USERS, groups = STANDARD_GROUPS): LayerEntry[] {
+  return [...busyboxEntries("all", inputs.shellBusybox), ...userlandEntries(users, groups), ...hostBinaryEntries(tools, inputs.hostRoot)];
 }
 
 /**
@@ -160,15 +170,15 @@ done
 function agnhostEntries(inputs: ConformanceImageInputs): LayerEntry[] {
   const agnhostDir = join(inputs.kubernetesSourceDir, "test/images/agnhost");
   return [
-    ...shellWith(AGNHOST_TOOLS, AGNHOST_USERS, AGNHOST_GROUPS),
+    ...shellWith(inputs, AGNHOST_TOOLS, AGNHOST_USERS, AGNHOST_GROUPS),
     // bash where alpine's apk puts it, which is where scripts' #! lines look.
-    ...hostBinaryEntries(["/usr/bin/bash"]),
+    ...hostBinaryEntries(["/usr/bin/bash"], inputs.hostRoot),
     { kind: "symlink", path: "/bin/bash", target: "/usr/bin/bash" },
     { kind: "symlink", path: "/usr/local/bin/iperf", target: "/usr/bin/iperf" },
     // Upstream's agnhost is alpine, whose busybox has nmeter: the container
     // lifecycle specs that update a container's image from busybox to agnhost
     // stamp the new container's log lines with it too.
-    ...binaryEntries("/usr/bin/date", NMETER_DATE),
+    ...binaryEntries(join(inputs.hostRoot, "/usr/bin/date"), NMETER_DATE),
     { kind: "file", path: "/bin/nmeter", content: NMETER, mode: 0o755 },
     executable("/coredns", join(inputs.corednsBinDir, "coredns")),
     executable("/agnhost", join(inputs.testBinDir, "agnhost")),
@@ -242,13 +252,13 @@ export function conformanceCatalog(inputs: ConformanceImageInputs): ImageSpec[] 
     {
       // nnp prints its effective uid; setuid root, so no_new_privs is what keeps it the caller's.
       tags: [`${E2E}/nonewprivs:1.4`],
-      contents: () => [...shellWith([]), executable("/usr/local/bin/nnp", bin("nonewprivs"), 0o4755)],
+      contents: () => [...shellWith(inputs, []), executable("/usr/local/bin/nnp", bin("nonewprivs"), 0o4755)],
       config: labelled({ Cmd: ["nnp"], Env: [PATH_ENV] }, "nonewprivs:1.4"),
       registryOnly: true,
     },
     {
       tags: [`${E2E}/nonroot:1.5`],
-      contents: () => shellWith([]),
+      contents: () => shellWith(inputs, []),
       config: labelled({ Cmd: ["sh"], Env: [PATH_ENV], User: "1234" }, "nonroot:1.5"),
       registryOnly: true,
     },
@@ -258,7 +268,7 @@ export function conformanceCatalog(inputs: ConformanceImageInputs): ImageSpec[] 
       // debian with dnsutils (glibc's resolver, not busybox's) and /coredns.
       tags: [`${E2E}/glibc-dns-testing:2.0.0`],
       contents: () => [
-        ...shellWith(["/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent"]),
+        ...shellWith(inputs, ["/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent"]),
         executable("/coredns", join(inputs.corednsBinDir, "coredns")),
       ],
       config: labelled({ Cmd: ["sh"], Env: [PATH_ENV] }, "glibc-dns-testing:2.0.0"),
@@ -266,7 +276,7 @@ export function conformanceCatalog(inputs: ConformanceImageInputs): ImageSpec[] 
     },
     {
       tags: [`${E2E}/sample-apiserver:1.29.2`],
-      contents: () => [...shellWith([]), executable("/sample-apiserver", bin("sample-apiserver"))],
+      contents: () => [...shellWith(inputs, []), executable("/sample-apiserver", bin("sample-apiserver"))],
       config: labelled({ Entrypoint: ["/sample-apiserver"], Env: [PATH_ENV] }, "sample-apiserver:1.29.2"),
       registryOnly: true,
     },

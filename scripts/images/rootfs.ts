@@ -98,18 +98,21 @@ export function sharedLibraries(binary: string): string[] {
  * Host binaries copied to the same paths in the image, each with the shared
  * libraries it loads (symlinks resolved, so the image holds plain files).
  * Used where Debian's busybox lacks an applet a test runs (pgrep, ipcs).
+ * The binaries are read under `root`: "/" when building, a tree of
+ * stand-ins in unit tests (which must not need the host's packages).
  */
-export function hostBinaryEntries(binaries: string[]): LayerEntry[] {
+export function hostBinaryEntries(binaries: string[], root = "/"): LayerEntry[] {
   const entries: LayerEntry[] = [];
   const seen = new Set<string>();
-  const add = (path: string, mode: number) => {
+  const add = (path: string, source: string, mode: number) => {
     if (seen.has(path)) return;
     seen.add(path);
-    entries.push({ kind: "file", path, content: readFileSync(realpathSync(path)), mode });
+    entries.push({ kind: "file", path, content: readFileSync(realpathSync(source)), mode });
   };
   for (const binary of binaries) {
-    add(binary, 0o755);
-    for (const library of sharedLibraries(binary)) add(library, 0o755);
+    const source = join(root, binary);
+    add(binary, source, 0o755);
+    for (const library of sharedLibraries(source)) add(library, library, 0o755);
   }
   return entries;
 }

@@ -49,6 +49,9 @@ DOCKER_SOCKET="/var/run/docker.sock"
 # The registry hosts critest v1.36 pulls from by name; scripts/lib/env-mirror.sh
 # serves them locally. Keep in step with MIRRORED_REGISTRIES in test/helpers/env.ts.
 MIRROR_HOSTS=(gcr.io registry.k8s.io k8s.gcr.io)
+# install_missing_packages records here every Debian package it installed
+# (dependencies too), one a line: what scripts/fresh-machine.sh purges.
+ENV_INSTALLED_PACKAGES="$ENV_STATE_DIR/installed-packages"
 # run-cridock.sh records here the CNI config it installed, for teardown.
 DEFAULT_CNI_STAMP="$ENV_STATE_DIR/default-cni-installed"
 DEFAULT_CNI_BRIDGE="cni0"
@@ -77,6 +80,10 @@ ENV_PACKAGES=(
   dpkg-dev binutils lintian
   conntrack gcc libc6-dev
 )
+# What scripts/conformance-images.sh takes from the host: the tools agnhost
+# and glibc-dns-testing carry (dig, nslookup, nc, iperf), as the kube-proxy
+# image takes iptables, and make and bzip2 for the upstream busybox build.
+CONFORMANCE_IMAGE_PACKAGES=(bind9-dnsutils netcat-openbsd iperf iproute2 curl procps util-linux make bzip2)
 
 log() { printf 'cridock-env: %s\n' "$*" >&2; }
 die() { printf 'cridock-env: error: %s\n' "$*" >&2; exit 1; }
@@ -164,13 +171,23 @@ install_missing_packages() {
     chmod 0755 "$policy"
     ours=1
   fi
-  local status=0
+  local status=0 before
+  before="$(installed_package_names)"
   {
-    DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # A background build (scripts/prebuild-tools.sh) may install packages
+    # while a suite does: wait for dpkg's lock rather than fail at once.
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q &&
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
   } </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 || status=$?
   ((ours)) && rm -f "$policy"
+  # What this install added, dependencies included, for scripts/fresh-machine.sh to purge.
+  mkdir -p "$ENV_STATE_DIR"
+  comm -13 <(echo "$before") <(installed_package_names) >>"$ENV_INSTALLED_PACKAGES"
   ((status == 0)) || die "apt-get failed (exit $status); see $ENV_LOG_DIR/apt.log"
+}
+
+installed_package_names() {
+  dpkg-query -W -f='${db:Status-Status} ${Package}\n' | sed -n 's/^installed //p' | sort
 }
 
 # ensure_dockerd: starts the node's dockerd unless one answers on $DOCKER_SOCKET.
@@ -202,6 +219,21 @@ ensure_node_modules() {
     (cd "$CRIDOCK_REPO_ROOT" && npm ci --no-audit --no-fund --loglevel=error </dev/null) >>"$ENV_LOG_DIR/npm.log" 2>&1 ||
       die "npm ci failed; see $ENV_LOG_DIR/npm.log"
   fi
+}
+
+# tool_lock NAME: holds an exclusive lock named NAME in the tools cache until
+# the calling script exits. scripts/test.sh builds the tools in the
+# background while the first suites run (scripts/prebuild-tools.sh), and the
+# suites call the same install scripts when they need a tool: the second
+# caller waits for the first build to finish, then finds the tool in place,
+# instead of building into the same directory at once.
+tool_lock() {
+  local name="$1" fd
+  mkdir -p "$CRIDOCK_TOOLS_DIR/.locks"
+  exec {fd}>"$CRIDOCK_TOOLS_DIR/.locks/$name.lock"
+  flock -n "$fd" && return 0
+  log "waiting for the build of $name already under way (log: $ENV_LOG_DIR/prebuild.log)"
+  flock "$fd"
 }
 
 # find_go WHAT: the Go toolchain to build WHAT with (PATH, then /usr/local/go).

@@ -6,9 +6,9 @@
 import t from "tap";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { classify, countOutcomes, specResults } from "../../scripts/conformance-results.ts";
-import { conformanceCatalog } from "../../scripts/images/conformance-images.ts";
+import { AGNHOST_TOOLS, conformanceCatalog } from "../../scripts/images/conformance-images.ts";
 
 t.test("a spec's state maps to one outcome", async (t) => {
   t.equal(classify({ State: "passed" }), "passed");
@@ -58,6 +58,8 @@ t.test("the conformance images carry manifest.go's names, agnhost under both ver
     kubernetesSourceDir: "/nonexistent",
     corednsBinDir: "/nonexistent",
     upstreamBusybox: "/nonexistent",
+    shellBusybox: "/nonexistent",
+    hostRoot: "/nonexistent",
   });
   const tags = catalog.flatMap((spec) => spec.tags);
   for (const name of [
@@ -100,11 +102,20 @@ t.test("the busybox image is upstream's busybox, its shell too; agnhost has nmet
   }
   const busybox = join(dir, "bin", "busybox");
   await writeFile(busybox, STAND_IN_BUSYBOX, { mode: 0o755 });
+  // The Debian tools agnhost carries, as stand-ins: the unit suite runs on a
+  // machine where nothing has installed their packages (bind9-dnsutils, iperf, ...).
+  const host = join(dir, "host");
+  for (const tool of [...AGNHOST_TOOLS, "/usr/bin/bash", "/usr/bin/date"]) {
+    await mkdir(join(host, dirname(tool)), { recursive: true });
+    await writeFile(join(host, tool), `#!/bin/sh\necho stand-in ${tool}\n`, { mode: 0o755 });
+  }
   const catalog = conformanceCatalog({
     testBinDir: join(dir, "bin"),
     kubernetesSourceDir: join(dir, "src"),
     corednsBinDir: join(dir, "bin"),
     upstreamBusybox: busybox,
+    shellBusybox: busybox,
+    hostRoot: host,
   });
   const contents = (tag: string) => catalog.find((s) => s.tags.includes(`registry.k8s.io/e2e-test-images/${tag}`))!.contents();
 

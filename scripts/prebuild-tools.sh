@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Builds the test tools the named suites will need, one after another, so
+# that scripts/test.sh can run it in the background (niced) while the
+# suites that need none of them run. On a fresh machine the builds take
+# most of half an hour of CPU; run in the foreground before the first
+# suite, nothing else would use that time.
+#
+# Each step is one of the install scripts the suites call themselves
+# anyway, and each of those holds the tool's lock in the tools cache
+# (tool_lock in scripts/lib/env-common.sh) while it builds. A suite that
+# needs a tool this script is still building waits for it, then finds it in
+# place; a step that failed here is simply built again by the suite, which
+# reports the failure as its own. So this script's outcome decides nothing:
+# it logs each step's time and result, and always exits 0.
+#
+# Usage: prebuild-tools.sh STEP...   in the order given, each at most once:
+#   packages            the Debian packages the conformance images take
+#                       binaries from (installed first: later dpkg runs of the
+#                       suites must not meet this script's apt lock)
+#   cri-tools           crictl, critest, ginkgo (install-cri-tools.sh)
+#   docker-engine       Docker Engine 29 and its runc (install-docker-engine.sh)
+#   kubernetes          kubelet, kubeadm, the control plane, etcd, CoreDNS
+#   kubernetes-tests    e2e.test, e2e_node.test and the test images' programs
+#   conformance-images  the images those suites pull (needs the two above)
+#   cluster-images      the images kubeadm deploys (needs kubernetes)
+set -uo pipefail
+
+# shellcheck source=scripts/lib/env-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+
+scripts_dir="$CRIDOCK_REPO_ROOT/scripts"
+
+run_step() {
+  case "$1" in
+    packages) install_missing_packages "${CONFORMANCE_IMAGE_PACKAGES[@]}" ;;
+    cri-tools) bash "$scripts_dir/install-cri-tools.sh" ;;
+    docker-engine) bash "$scripts_dir/install-docker-engine.sh" >/dev/null ;;
+    kubernetes) bash "$scripts_dir/install-kubernetes.sh" ;;
+    kubernetes-tests) bash "$scripts_dir/install-kubernetes-tests.sh" ;;
+    conformance-images) bash "$scripts_dir/conformance-images.sh" ;;
+    cluster-images) bash "$scripts_dir/cluster-images.sh" ;;
+    *) log "prebuild: unknown step '$1'"; return 2 ;;
+  esac
+}
+
+main() {
+  require_root
+  mkdir -p "$ENV_LOG_DIR"
+  local step started status all_started=$SECONDS
+  for step in "$@"; do
+    started=$SECONDS
+    log "prebuild: $step"
+    status=0
+    run_step "$step" </dev/null || status=$?
+    log "prebuild: $step $( ((status == 0)) && echo done || echo "failed with $status (the suite that needs it builds it again)") in $((SECONDS - started)) s"
+  done
+  log "prebuild: all steps ended in $((SECONDS - all_started)) s"
+  return 0
+}
+
+main "$@"
