@@ -2,10 +2,11 @@
  * The resource limits in force for a process, read from its cgroup (v1 or
  * v2), so ContainerStatus reports what the kernel enforces after an
  * in-place resize rather than what was asked for. Values use CRI's
- * conventions: 0 means "no limit / not set".
+ * conventions: 0 means "no limit / not set". On v2 the caller may name
+ * further interface files of the cgroup to read back as they are.
  */
 import { readKernelFile } from "./kernel-file.ts";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { CgroupReader } from "./cgroups.ts";
 
 /** cgroup v1 reports "no limit" as a value at or above the largest page-aligned int64. */
@@ -22,6 +23,8 @@ export interface CgroupLimits {
   cpusetMems: string;
   /** 0 when unlimited or the pids controller is absent. */
   pidsLimit: bigint;
+  /** v2: the text of each file asked for that the cgroup has. */
+  unified?: Record<string, string>;
 }
 
 async function text(path: string): Promise<string | undefined> {
@@ -56,8 +59,12 @@ export function parseCpuMax(value: string): { quota: bigint; period: bigint } {
   return { quota: quota === "max" ? 0n : (int(quota) ?? 0n), period: int(period) ?? 0n };
 }
 
-/** The limits of the cgroup `pid` is in; undefined when the process is gone. */
-export async function readCgroupLimits(reader: CgroupReader, pid: number): Promise<CgroupLimits | undefined> {
+/**
+ * The limits of the cgroup `pid` is in; undefined when the process is gone.
+ * `files`: v2 interface file names (such as memory.high) to read back too;
+ * anything that is not a plain file name is skipped.
+ */
+export async function readCgroupLimits(reader: CgroupReader, pid: number, files: readonly string[] = []): Promise<CgroupLimits | undefined> {
   let paths: Map<string, string>;
   try {
     paths = await reader.cgroupPaths(pid);
@@ -70,6 +77,12 @@ export async function readCgroupLimits(reader: CgroupReader, pid: number): Promi
     const [weight, cpuMax, memMax, cpus, mems, pids] = await Promise.all(
       ["cpu.weight", "cpu.max", "memory.max", "cpuset.cpus", "cpuset.mems", "pids.max"].map((f) => text(join(dir, f))),
     );
+    const unified: Record<string, string> = {};
+    for (const file of files) {
+      if (basename(file) !== file || file.startsWith(".")) continue;
+      const value = await text(join(dir, file));
+      if (value !== undefined) unified[file] = value;
+    }
     const max = cpuMax ? parseCpuMax(cpuMax) : { quota: 0n, period: 0n };
     return {
       cpuShares: weightToShares(int(weight) ?? 0n),
@@ -79,6 +92,7 @@ export async function readCgroupLimits(reader: CgroupReader, pid: number): Promi
       cpusetCpus: cpus ?? "",
       cpusetMems: mems ?? "",
       pidsLimit: pids === "max" ? 0n : (int(pids) ?? 0n),
+      unified,
     };
   }
   const dir = (controller: string) => join(root, controller, paths.get(controller) ?? "/");

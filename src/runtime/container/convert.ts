@@ -10,6 +10,7 @@ import { dockerTimeOrZero } from "../../docker/time.ts";
 import type { ContainerInfo, ContainerStateName, ContainerSummaryInfo, MountSpec } from "./spec.ts";
 import { CRIDOCK_PREFIX, fromDockerLabels, LOG_PATH_LABEL, SANDBOX_ID_LABEL } from "../labels.ts";
 import { parseName } from "../naming.ts";
+import { isUnifiedKey } from "../unified-keys.ts";
 import { resourcesFromHostConfig } from "./resources.ts";
 
 /** The image as the user named it in CreateContainer. */
@@ -19,6 +20,28 @@ export const MOUNTS_LABEL = `${CRIDOCK_PREFIX}mounts`;
 /** Container name and attempt, for names that do not parse (kept apart from the Docker name). */
 export const NAME_LABEL = `${CRIDOCK_PREFIX}name`;
 export const ATTEMPT_LABEL = `${CRIDOCK_PREFIX}attempt`;
+/**
+ * The `unified` keys of CreateContainer (JSON): StartContainer writes those
+ * without a Docker field into the container's cgroup (Docker keeps no OCI
+ * `unified` of its own), and ContainerStatus reads them all back.
+ */
+export const UNIFIED_LABEL = `${CRIDOCK_PREFIX}unified`;
+
+/** The unified keys kept in a container's labels; keys or values that are not plain are dropped. */
+export function unifiedFromLabels(labels: Record<string, string> | null | undefined): Record<string, string> {
+  const text = labels?.[UNIFIED_LABEL];
+  if (!text) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return {};
+  }
+  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) return {};
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(parsed)) if (isUnifiedKey(key) && typeof value === "string") out[key] = value;
+  return out;
+}
 
 export function stateOf(dockerState: string, exitCode = 0): ContainerStateName {
   switch (dockerState) {

@@ -11,16 +11,17 @@ import { join, normalize } from "node:path";
 import type { ContainerCreateBody, HostConfig } from "../../docker/types.ts";
 import { invalidArgument } from "../../errors.ts";
 import type { ContainerSpec } from "./spec.ts";
-import { ATTEMPT_LABEL, IMAGE_LABEL, MOUNTS_LABEL, NAME_LABEL } from "./convert.ts";
+import { ATTEMPT_LABEL, IMAGE_LABEL, MOUNTS_LABEL, NAME_LABEL, UNIFIED_LABEL } from "./convert.ts";
 import { LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
 import { deviceMappings, dockerMountsFor, validateDevices, validateMounts } from "./mounts.ts";
 import { invalidNamePart } from "../naming.ts";
-import { hostResources } from "./resources.ts";
+import { hostResources, validateResources } from "./resources.ts";
 import { clampOomScore, type OomScorePolicy } from "./oom-score.ts";
 import type { SandboxView } from "../sandbox/view.ts";
 import { securityHostConfig, validateSecurity, type HostSecurity, hostSecurity } from "./security.ts";
 import { dockerImageMount, validateImageMount } from "./image-mounts.ts";
 import { cdiDeviceRequests, validateCdiDevices } from "./cdi.ts";
+import type { CgroupVersion } from "../../stats/cgroups.ts";
 
 const SIGNAL = /^SIG[A-Z0-9]+([+-]\d+)?$/;
 
@@ -59,6 +60,7 @@ export function validateSpec(spec: ContainerSpec): void {
   for (const m of spec.mounts) if (m.image) validateImageMount(m);
   validateDevices(spec.devices);
   if (spec.security) validateSecurity(spec.security);
+  if (spec.resources) validateResources(spec.resources);
 }
 
 /** log_path must stay inside log_directory. */
@@ -99,6 +101,8 @@ export interface CreateContext {
   imageMountIds: ReadonlyMap<string, string>;
   /** Config.User decided beforehand (supplemental_groups_policy Strict); else from the security context. */
   user?: string;
+  /** The node's cgroup version, learnt when the request has `unified` keys (and their controllers checked on v2). */
+  cgroupVersion?: CgroupVersion;
 }
 
 export async function createBody(
@@ -120,7 +124,7 @@ export async function createBody(
   const security = spec.security ? await securityHostConfig(spec.security, options.host ?? hostSecurity) : undefined;
   const sandboxMode = `container:${view.id}`;
   const host: HostConfig = {
-    ...hostResources(spec.resources),
+    ...hostResources(spec.resources, engine.cgroupVersion),
     ...security?.host,
     NetworkMode: sandboxMode,
     IpcMode: sandboxMode,
@@ -148,6 +152,8 @@ export async function createBody(
     [ATTEMPT_LABEL]: String(spec.attempt),
   };
   if (spec.mounts.length > 0) internal[MOUNTS_LABEL] = JSON.stringify(spec.mounts);
+  const unified = spec.resources?.unified ?? {};
+  if (Object.keys(unified).length > 0) internal[UNIFIED_LABEL] = JSON.stringify(unified);
   if (options.rootDirectory) internal[ROOT_LABEL] = options.rootDirectory;
   const body: ContainerCreateBody = {
     Image: imageId,

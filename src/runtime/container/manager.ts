@@ -24,6 +24,9 @@ import { containerName } from "../naming.ts";
 import { ContainerResizer } from "./resize.ts";
 import type { SandboxLookup } from "../sandbox/view.ts";
 import { StepTimer } from "../../steps.ts";
+import { CgroupReader } from "../../stats/cgroups.ts";
+import { type CgroupDriver, UnifiedCgroups } from "./unified-cgroup.ts";
+import { UnifiedSettings } from "./unified-settings.ts";
 
 export type ImageResolver = ContextImages;
 
@@ -35,6 +38,10 @@ export interface ContainerManagerOptions extends CreateOptions {
   log: Logger;
   /** Reads image files without running the image (Strict's /etc/passwd, image volume sub-paths). */
   files: ImageFileReader;
+  /** Docker's cgroup driver, asked for `unified` keys only (a cgroup parent is a slice name under systemd). */
+  cgroupDriver?: () => Promise<CgroupDriver>;
+  /** The cgroup tree containers run in (tests give a fake one). */
+  cgroups?: CgroupReader;
 }
 
 const FULL_ID = /^[0-9a-f]{64}$/;
@@ -49,6 +56,7 @@ export class ContainerManager {
   /** Start, stop, remove and reopen of one container do not overlap. */
   private readonly locks = new KeyedMutex();
   private readonly resizer: ContainerResizer;
+  private readonly unified: UnifiedSettings;
   /**
    * The converted summary per container, reused while Docker reports the
    * same summary (a container's labels never change; its state, name and
@@ -72,7 +80,10 @@ export class ContainerManager {
   constructor(private readonly options: ContainerManagerOptions) {
     this.docker = options.docker;
     this.log = options.log.child({ component: "containers" });
-    this.resizer = new ContainerResizer(options.docker, options.oomScore);
+    const cgroups = options.cgroups ?? new CgroupReader();
+    const files = new UnifiedCgroups(cgroups);
+    this.unified = new UnifiedSettings(options.docker, files, this.log, options.cgroupDriver);
+    this.resizer = new ContainerResizer(options.docker, cgroups, files, options.oomScore);
   }
 
   async create(sandboxId: string, spec: ContainerSpec): Promise<string> {
@@ -89,6 +100,8 @@ export class ContainerManager {
     const context = await timer.time("engine.context", () =>
       createContext(spec, { id: image.id, user: image.inspect?.Config?.User }, { docker: this.docker, images: this.options.images, files: this.options.files }),
     );
+    const unified = Object.keys(spec.resources?.unified ?? {});
+    if (unified.length > 0) context.cgroupVersion = await timer.time("cgroup.unified", () => this.unified.checkBeforeCreate(unified, view));
     const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
     if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
     const body = await createBody(spec, view, image.id, targetId, this.options, context);
@@ -137,6 +150,8 @@ export class ContainerManager {
         throw failedPrecondition(`container ${id} is ${c.State.Status} and cannot be started again; create a new one`);
       }
       const logPath = c.Config.Labels?.[LOG_PATH_LABEL] ?? "";
+      // Planned before the start: a key this node cannot carry out (cgroup v1) starts nothing.
+      const files = await this.unified.filesForStart(c);
       try {
         await timer.time("docker.start", () => this.docker.startContainer(c.Id));
       } catch (err) {
@@ -154,8 +169,21 @@ export class ContainerManager {
           : undefined;
         throw withContext(`starting container ${id}`, refused ?? err, "UNKNOWN");
       }
-      if (logPath) await timer.time("logs.start", () => this.options.logs.start(c.Id, logPath, Boolean(c.Config.Tty), c.HostConfig.LogConfig?.Type));
-      this.log.info({ container: c.Id }, "started container");
+      const startLogs = () => this.options.logs.start(c.Id, logPath, Boolean(c.Config.Tty), c.HostConfig.LogConfig?.Type);
+      let unifiedWindowMs: number | undefined;
+      if (files) {
+        try {
+          unifiedWindowMs = await this.unified.writeAfterStart(c.Id, files, performance.now(), timer);
+        } catch (err) {
+          // Not left running half-configured: stopped (as containerd fails a start whose runc
+          // cannot write a unified key), with its output copied; kubelet sees the attempt exit.
+          await this.docker.killContainer(c.Id).catch((e) => this.log.warn({ container: c.Id, err: e }, "could not stop a container whose unified settings were refused"));
+          if (logPath) await startLogs().catch(() => undefined);
+          throw withContext(`starting container ${id}`, err, "UNKNOWN");
+        }
+      }
+      if (logPath) await timer.time("logs.start", startLogs);
+      this.log.info({ container: c.Id, unifiedWindowMs }, "started container");
       timer.finish(this.log, { container: c.Id });
     });
   }

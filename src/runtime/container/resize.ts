@@ -1,33 +1,49 @@
 /**
  * In-place resize (UpdateContainerResources) on Docker's live update
- * (`POST /containers/{id}/update`), and the resources in force that
- * ContainerStatus reports back, read from the container's cgroup.
+ * (`POST /containers/{id}/update`) and, for the `unified` keys Docker has no
+ * field for, writes into the running container's own cgroup; and the
+ * resources in force that ContainerStatus reports back, read from that
+ * cgroup.
  *
  * A memory limit below what the container holds now cannot be enforced
  * without the kernel reclaiming or OOM-killing it, so it is refused up front
  * with FAILED_PRECONDITION naming both figures; kubelet retries the resize
  * later (it reports it as "Deferred"/"Infeasible").
+ *
+ * Docker cannot change a container's labels, where CreateContainer keeps the
+ * unified keys, and cridock keeps no other state per container: a resize's
+ * unified values live in the cgroup only. A container Docker started again
+ * would get its create-time values back; under kubelet that never happens
+ * (the restart policy is "no", kubelet creates a new container), and kubelet
+ * sends its unified values again with every resize. ContainerStatus reads
+ * back the keys the container was created with.
  */
 import type { DockerClient } from "../../docker/client.ts";
-import type { ContainerInspect } from "../../docker/types.ts";
+import type { ContainerInspect, Resources } from "../../docker/types.ts";
 import { failedPrecondition, withContext } from "../../errors.ts";
 import { readCgroupLimits } from "../../stats/cgroup-limits.ts";
-import { CgroupReader } from "../../stats/cgroups.ts";
+import type { CgroupReader } from "../../stats/cgroups.ts";
 import { resourcesFromHostConfig, resourcesInForce, updateFor } from "./resources.ts";
 import type { ResourceSpec } from "./spec.ts";
 import type { OomScorePolicy } from "./oom-score.ts";
+import { unifiedFromLabels } from "./convert.ts";
+import type { UnifiedCgroups } from "./unified-cgroup.ts";
 
 export class ContainerResizer {
   constructor(
     private readonly docker: DockerClient,
+    private readonly cgroups: CgroupReader,
+    private readonly unified: UnifiedCgroups,
     private readonly oomScore?: OomScorePolicy,
-    private readonly cgroups = new CgroupReader(),
   ) {}
 
   async update(c: ContainerInspect, requested: ResourceSpec): Promise<void> {
-    const update = updateFor(requested, c.HostConfig, this.oomScore);
-    if (Object.keys(update).length === 0) return;
+    const version = Object.keys(requested.unified).length > 0 ? await this.unified.version() : undefined;
+    const { docker: update, files } = updateFor(requested, c.HostConfig, this.oomScore, version);
     const name = c.Name.replace(/^\//, "") || c.Id;
+    const keys = Object.keys(files);
+    const dir = keys.length > 0 ? await this.ownCgroup(c, name, keys) : undefined;
+    if (dir) await this.unified.checkControllers(dir, Object.keys(requested.unified));
     if (update.Memory !== undefined && c.State.Running && c.State.Pid > 0) {
       const sample = await this.cgroups.sample(c.State.Pid).catch(() => undefined);
       if (sample && BigInt(update.Memory) < sample.workingSetBytes) {
@@ -37,8 +53,36 @@ export class ContainerResizer {
         );
       }
     }
+    // The files first (their values are the likelier to be refused), undone if Docker's update fails.
+    let previous: [string, string][] = [];
+    if (dir && keys.length > 0) {
+      const written = await this.unified.write(dir, files, true);
+      if (written.gone) throw failedPrecondition(`container ${name} exited; unified ${keys.join(", ")} could not be written`);
+      previous = written.previous;
+    }
+    if (Object.keys(update).length === 0) return;
     try {
-      await this.docker.updateContainer(c.Id, update);
+      await this.dockerUpdate(c.Id, name, update);
+    } catch (err) {
+      if (dir) await this.unified.restore(dir, previous);
+      throw err;
+    }
+  }
+
+  /** The running container's own cgroup directory, where `keys` are to be written. */
+  private async ownCgroup(c: ContainerInspect, name: string, keys: readonly string[]): Promise<string> {
+    const dir = c.State.Running && c.State.Pid > 0 ? await this.unified.containerDir(c.State.Pid, c.Id) : undefined;
+    if (!dir) {
+      throw failedPrecondition(
+        `container ${name} is not running: unified ${keys.join(", ")} have no Docker field and can only be written into the cgroup of a running container`,
+      );
+    }
+    return dir;
+  }
+
+  private async dockerUpdate(id: string, name: string, update: Resources): Promise<void> {
+    try {
+      await this.docker.updateContainer(id, update);
     } catch (err) {
       // The kernel refuses (EBUSY) a v1 limit it cannot reclaim down to.
       if (/device or resource busy|cannot set memory limit|minimum memory limit/i.test(String((err as Error).message))) {
@@ -48,10 +92,11 @@ export class ContainerResizer {
     }
   }
 
-  /** Docker's record of the resources, with what the cgroup enforces when the container runs. */
+  /** Docker's record of the resources, with what the cgroup enforces when the container runs (the unified keys it was given read back). */
   async inForce(c: ContainerInspect): Promise<ResourceSpec> {
     const fromDocker = resourcesFromHostConfig(c.HostConfig);
     if (!c.State.Running || c.State.Pid <= 0) return fromDocker;
-    return resourcesInForce(fromDocker, await readCgroupLimits(this.cgroups, c.State.Pid));
+    const keys = Object.keys(unifiedFromLabels(c.Config.Labels));
+    return resourcesInForce(fromDocker, await readCgroupLimits(this.cgroups, c.State.Pid, keys));
   }
 }

@@ -5,19 +5,18 @@
  * what kubelet's default NoSwap behaviour expects; Docker alone would allow
  * as much swap again. Hugepage limits of 0 (kubelet sends one per page size)
  * are accepted; real hugepage limits have no Docker equivalent and are
- * refused by name. Of the cgroup v2 `unified` settings, `pids.max` maps to
- * Docker's PidsLimit (CRI has no field of its own for it); the others are
- * refused by name.
+ * refused by name. The cgroup v2 `unified` settings go to Docker fields
+ * where Docker has them and to the container's own cgroup otherwise
+ * (unified.ts says which); their Docker fields replace the CRI fields'.
  */
 import type { HostConfig, Resources } from "../../docker/types.ts";
-import { invalidArgument, unimplemented } from "../../errors.ts";
+import { internal, invalidArgument, unimplemented } from "../../errors.ts";
 import type { CgroupLimits } from "../../stats/cgroup-limits.ts";
+import type { CgroupVersion } from "../../stats/cgroups.ts";
 import type { ResourceSpec } from "./spec.ts";
 import { clampOomScore, type OomScorePolicy } from "./oom-score.ts";
-
-/** `unified` keys Docker can carry out, and the HostConfig field each sets. */
-const PIDS_MAX = "pids.max";
-const SUPPORTED_UNIFIED = new Set([PIDS_MAX]);
+import { validateUnified } from "../unified-keys.ts";
+import { PIDS_MAX, planUnified, type UnifiedPlan } from "./unified.ts";
 
 export const EMPTY_RESOURCES: ResourceSpec = {
   cpuPeriod: 0n,
@@ -52,16 +51,11 @@ export function validateResources(r: ResourceSpec): void {
   if (hugepages.length > 0) {
     throw unimplemented(`hugepage_limits (${hugepages.map((h) => h.pageSize).join(", ")}) cannot be set through Docker`);
   }
-  const unified = Object.keys(r.unified).filter((k) => !SUPPORTED_UNIFIED.has(k));
-  if (unified.length > 0) throw unimplemented(`unified cgroup settings (${unified.join(", ")}) cannot be set through Docker`);
-  const pids = r.unified[PIDS_MAX];
-  if (pids !== undefined && pids !== "max" && !/^[1-9]\d{0,17}$/.test(pids)) {
-    throw invalidArgument(`unified ${PIDS_MAX} "${pids}" is neither "max" nor a positive number`);
-  }
+  validateUnified(r.unified);
 }
 
-/** Docker resources for create and update (oom_score_adj is set separately: update cannot change it). */
-export function dockerResources(r: ResourceSpec): Resources {
+/** Docker resources of the CRI fields, for create and update (oom_score_adj is set separately: update cannot change it). */
+function criResources(r: ResourceSpec): Resources {
   const out: Resources = {};
   if (r.cpuPeriod > 0n) out.CpuPeriod = Number(r.cpuPeriod);
   if (r.cpuQuota !== 0n) out.CpuQuota = Number(r.cpuQuota);
@@ -74,10 +68,22 @@ export function dockerResources(r: ResourceSpec): Resources {
   }
   if (r.cpusetCpus) out.CpusetCpus = r.cpusetCpus;
   if (r.cpusetMems) out.CpusetMems = r.cpusetMems;
-  const pids = r.unified[PIDS_MAX];
-  // Docker: -1 is unlimited (0 leaves the limit unchanged on update).
-  if (pids !== undefined) out.PidsLimit = pids === "max" ? -1 : Number(pids);
   return out;
+}
+
+/**
+ * The Docker resources of the CRI fields and the `unified` keys together
+ * (the keys' fields replace the CRI fields', as unified wins in runc), and
+ * the keys left for the container's cgroup. `current` is the container's
+ * HostConfig on update. The cgroup version is needed only when there are
+ * keys (cgroup v1 refuses those Docker cannot carry).
+ */
+export function dockerResources(r: ResourceSpec, version?: CgroupVersion, current?: Resources): UnifiedPlan {
+  const base = criResources(r);
+  if (Object.keys(r.unified).length === 0) return { docker: base, files: {} };
+  if (!version) throw internal("the cgroup version was not learnt before the unified settings were planned");
+  const plan = planUnified(r.unified, base, version, current);
+  return { docker: { ...base, ...plan.docker }, files: plan.files };
 }
 
 /** The resources a container runs with, as Docker reports them. */
@@ -115,6 +121,8 @@ export function resourcesInForce(fromDocker: ResourceSpec, limits: CgroupLimits 
   if (fromDocker.cpusetMems && limits.cpusetMems) out.cpusetMems = limits.cpusetMems;
   if (limits.pidsLimit > 0n) out.unified[PIDS_MAX] = String(limits.pidsLimit);
   else delete out.unified[PIDS_MAX];
+  // The keys the container was given, as its cgroup holds them now (cgroup v2).
+  for (const [key, text] of Object.entries(limits.unified ?? {})) out.unified[key] = text.trim();
   return out;
 }
 
@@ -125,13 +133,14 @@ function sameWeight(dockerShares: bigint, cgroupShares: bigint): boolean {
 }
 
 /**
- * What UpdateContainerResources sends to Docker. Docker cannot change
- * oom_score_adj of a running container, so a different value is refused;
- * on a restricted host the value compared is the clamped one, which is
- * what the container was created with (kubelet resends its -997 on every
- * resize of a Guaranteed pod).
+ * What UpdateContainerResources sends to Docker, and the unified keys it
+ * writes into the container's cgroup. Docker cannot change oom_score_adj of
+ * a running container, so a different value is refused; on a restricted
+ * host the value compared is the clamped one, which is what the container
+ * was created with (kubelet resends its -997 on every resize of a
+ * Guaranteed pod).
  */
-export function updateFor(requested: ResourceSpec, current: HostConfig, oomScore?: OomScorePolicy): Resources {
+export function updateFor(requested: ResourceSpec, current: HostConfig, oomScore?: OomScorePolicy, version?: CgroupVersion): UnifiedPlan {
   validateResources(requested);
   // 0 means "not given" in CRI (crictl update sends only what the user named).
   const asked = requested.oomScoreAdj === 0n ? 0n : BigInt(clampOomScore(Number(requested.oomScoreAdj), oomScore));
@@ -141,13 +150,18 @@ export function updateFor(requested: ResourceSpec, current: HostConfig, oomScore
     );
   }
   // Fields left at 0 keep their current values: Docker's update leaves unset fields alone.
-  return dockerResources(requested);
+  return dockerResources(requested, version, current);
 }
 
-export function hostResources(r: ResourceSpec | undefined): Partial<HostConfig> {
+/**
+ * The resources of a create body. The unified keys Docker cannot carry are
+ * not in it: CreateContainer keeps them in a label, and StartContainer
+ * writes them into the container's cgroup.
+ */
+export function hostResources(r: ResourceSpec | undefined, version?: CgroupVersion): Partial<HostConfig> {
   if (!r) return {};
   validateResources(r);
-  const out: Partial<HostConfig> = dockerResources(r);
+  const out: Partial<HostConfig> = dockerResources(r, version).docker;
   if (r.oomScoreAdj !== 0n) out.OomScoreAdj = Number(r.oomScoreAdj);
   return out;
 }

@@ -4,9 +4,12 @@
  * resize. kubelet itself owns and resizes the pod cgroup that Docker's
  * containers sit under (their cgroup parent), so cridock has nothing to
  * apply; it validates the values and records them in the sandbox checkpoint,
- * where PodSandboxStatus (verbose) reports them back.
+ * where PodSandboxStatus (verbose) reports them back. The `unified` keys are
+ * held to the same syntax as a container's (a cgroup interface file name,
+ * one line of value) and, like the rest, written nowhere.
  */
 import { failedPrecondition, invalidArgument, notFound } from "../../errors.ts";
+import { validateUnified } from "../unified-keys.ts";
 import type { LinuxResourcesRecord, PodResourcesRecord } from "./record.ts";
 import type { SandboxManager } from "./manager.ts";
 
@@ -15,6 +18,8 @@ const NON_NEGATIVE = ["cpuPeriod", "cpuShares", "memoryLimitInBytes"];
 
 export function validatePodResources(name: string, r: LinuxResourcesRecord | null): void {
   if (!r) return;
+  const unified = r.unified;
+  if (unified && typeof unified === "object" && !Array.isArray(unified)) validateUnified(unified);
   for (const [key, value] of Object.entries(r)) {
     if (typeof value !== "string" || !/^-?\d+$/.test(value)) continue;
     const n = BigInt(value);

@@ -3,7 +3,8 @@
  * the cgroup of a running container (read from inside it), ContainerStatus
  * reports the limits in force, a memory limit below the current usage is
  * refused with FAILED_PRECONDITION, and UpdatePodSandboxResources is
- * recorded and reported back. Works on cgroup v1 and v2.
+ * recorded and reported back. Works on cgroup v1 and v2; the `unified` keys
+ * kubelet 1.36 sends are in force on v2 and refused with the reason on v1.
  */
 import t from "tap";
 import { statfsSync } from "node:fs";
@@ -117,11 +118,39 @@ t.test("a memory limit below the current usage is refused, naming both figures",
   await h.client.call("RemoveContainer", { containerId: id });
 });
 
+t.test("kubelet 1.36's unified keys: in force on cgroup v2, refused with the reason on v1", async (t) => {
+  const unified = { "memory.oom.group": "1", "memory.swap.max": "0", "memory.high": String(48n * MiB) };
+  const config = containerConfig("unified", ["sleep", "3600"], { linux: { resources: { memoryLimitInBytes: 64n * MiB, unified } } });
+  if (!V2) {
+    await t.rejects(createContainer(h, pod, config), { code: grpcStatus.UNIMPLEMENTED, message: /unified settings need cgroup v2; this node runs cgroup v1/ });
+    return;
+  }
+  const id = await createContainer(h, pod, config);
+  await h.client.call("StartContainer", { containerId: id });
+  const read = (f: string) => exec(id, ["cat", `/sys/fs/cgroup/${f}`]);
+  t.equal(await read("memory.oom.group"), "1", "written after the start");
+  t.equal(await read("memory.high"), String(48n * MiB));
+  t.equal(await read("memory.max"), String(64n * MiB));
+  t.equal(await read("memory.swap.max").catch(() => "0"), "0", "no swap (through Docker's MemorySwap)");
+  t.match((await status(h, id)).resources.linux.unified, { "memory.oom.group": "1", "memory.high": String(48n * MiB) }, "ContainerStatus: the values in force");
+  await h.client.call("UpdateContainerResources", { containerId: id, linux: { unified: { "memory.high": String(56n * MiB) } } });
+  t.equal(await read("memory.high"), String(56n * MiB), "a resize writes into the running container's cgroup");
+  await t.rejects(h.client.call("UpdateContainerResources", { containerId: id, linux: { unified: { "memory.high": "lots" } } }), {
+    code: grpcStatus.INVALID_ARGUMENT,
+    message: /memory\.high="lots"/,
+  });
+  t.equal(await read("memory.high"), String(56n * MiB), "a refused value changes nothing");
+  await h.client.call("RemoveContainer", { containerId: id });
+});
+
 t.test("bad resize requests", async (t) => {
   const id = await createContainer(h, pod, containerConfig("bad", ["sleep", "3600"]));
-  await t.rejects(h.client.call("UpdateContainerResources", { containerId: id, linux: { unified: { "memory.high": "1000000" } } }), {
-    code: grpcStatus.UNIMPLEMENTED,
-    message: /memory\.high/,
+  await t.rejects(
+    h.client.call("UpdateContainerResources", { containerId: id, linux: { unified: { "memory.high": "1000000" } } }),
+    V2 ? { code: grpcStatus.FAILED_PRECONDITION, message: /not running/ } : { code: grpcStatus.UNIMPLEMENTED, message: /cgroup v1 \(memory\.high/ },
+  );
+  await t.rejects(h.client.call("UpdateContainerResources", { containerId: id, linux: { unified: { "../../memory.max": "1" } } }), {
+    code: grpcStatus.INVALID_ARGUMENT,
   });
   await t.rejects(h.client.call("UpdateContainerResources", { containerId: id, linux: { unified: { "pids.max": "lots" } } }), {
     code: grpcStatus.INVALID_ARGUMENT,

@@ -45,10 +45,10 @@ t.test("mount source of a directory: the longest mount point wins", async (t) =>
 t.test("resources: pids.max through unified, in-force values from the cgroup", async (t) => {
   const spec = { ...EMPTY_RESOURCES, memoryLimitInBytes: 64n << 20n, unified: { "pids.max": "50" } };
   validateResources(spec);
-  t.match(dockerResources(spec), { Memory: 64 << 20, MemorySwap: 64 << 20, PidsLimit: 50 });
-  t.equal(dockerResources({ ...EMPTY_RESOURCES, unified: { "pids.max": "max" } }).PidsLimit, -1);
-  t.throws(() => validateResources({ ...EMPTY_RESOURCES, unified: { "pids.max": "-3" } }), { code: "INVALID_ARGUMENT" });
-  t.throws(() => validateResources({ ...EMPTY_RESOURCES, unified: { "memory.high": "1" } }), { code: "UNIMPLEMENTED" });
+  t.match(dockerResources(spec, 1).docker, { Memory: 64 << 20, MemorySwap: 64 << 20, PidsLimit: 50 });
+  t.equal(dockerResources({ ...EMPTY_RESOURCES, unified: { "pids.max": "max" } }, 2).docker.PidsLimit, -1);
+  t.throws(() => dockerResources({ ...EMPTY_RESOURCES, unified: { "pids.max": "-3" } }, 2), { code: "INVALID_ARGUMENT" });
+  t.throws(() => dockerResources({ ...EMPTY_RESOURCES, unified: { "memory.high": "1" } }, 1), { code: "UNIMPLEMENTED" });
 
   const docker = resourcesFromHostConfig({ CpuShares: 1536, CpuQuota: 20000, CpuPeriod: 100000, Memory: 128 << 20, PidsLimit: 50 });
   t.same(docker.unified, { "pids.max": "50" });

@@ -70,7 +70,7 @@ t.test("a container's Docker body carries the clamped score", async (t) => {
 t.test("a resize resending kubelet's score matches the clamped one", async (t) => {
   const restricted = decideOomScorePolicy("auto", { ownScore: 0, sysResourceInBoundingSet: false, inUserNamespace: false });
   const requested = { ...EMPTY_RESOURCES, cpuShares: 1024n, oomScoreAdj: -997n };
-  t.same(updateFor(requested, { OomScoreAdj: 0 }, restricted), { CpuShares: 1024 });
+  t.same(updateFor(requested, { OomScoreAdj: 0 }, restricted).docker, { CpuShares: 1024 });
   t.throws(() => updateFor(requested, { OomScoreAdj: 0 }), /oom_score_adj cannot be changed/, "unrestricted: still refused");
 });
 

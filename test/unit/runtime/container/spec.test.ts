@@ -119,9 +119,9 @@ t.test("resources: swap follows memory; what Docker cannot do is refused by name
   t.same(hostResources(r), { CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 512, Memory: 15728640, MemorySwap: 15728640, CpusetCpus: "0", OomScoreAdj: 100 });
   t.throws(() => hostResources({ ...r, hugepageLimits: [{ pageSize: "2MB", limit: 2097152n }] }), /hugepage_limits/);
   t.doesNotThrow(() => hostResources({ ...r, hugepageLimits: [{ pageSize: "2MB", limit: 0n }] }));
-  t.throws(() => hostResources({ ...r, unified: { "memory.high": "1" } }), /unified/);
+  t.throws(() => hostResources({ ...r, unified: { "memory.high": "1" } }, 1), /unified settings need cgroup v2; this node runs cgroup v1/);
   t.throws(() => updateFor({ ...r, oomScoreAdj: 5n }, { OomScoreAdj: 100 }), /oom_score_adj/);
-  t.same(updateFor({ ...EMPTY_RESOURCES, cpuShares: 2n }, { OomScoreAdj: 100 }), { CpuShares: 2 });
+  t.same(updateFor({ ...EMPTY_RESOURCES, cpuShares: 2n }, { OomScoreAdj: 100 }).docker, { CpuShares: 2 });
 });
 
 t.test("Docker state → CRI state and reason", async (t) => {
