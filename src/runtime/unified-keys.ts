@@ -3,7 +3,9 @@
  * key names a cgroup v2 interface file of a controller, each value is what
  * would be written into it. Every key and value comes from a request and is
  * treated as hostile: a key is a plain file name `<controller>.<name>` of
- * lower-case letters, digits, `_` and `.`, never a path (no `/`, no `..`),
+ * letters, digits, `_` and `.` (the controller in lower case; hugetlb's
+ * files carry the page size, as in hugetlb.2MB.max), never a path (no `/`,
+ * no `..`),
  * and never a core file (`cgroup.*`: the hierarchy's own controls, such as
  * cgroup.procs or cgroup.subtree_control, are not resources). Values are one
  * line of bounded length. Whether the kernel has such a file is decided
@@ -18,14 +20,14 @@ import { invalidArgument } from "../errors.ts";
 const KEY_MAX = 64;
 /** Longest value taken: one page is what a cgroup file write takes at once. */
 export const UNIFIED_VALUE_MAX = 4096;
-const KEY = /^[a-z0-9_]+\.[a-z0-9_.]+$/;
+const KEY = /^[a-z0-9_]+\.[A-Za-z0-9_.]+$/;
 
 /** Why `key` is not a cgroup v2 interface file name, or undefined when it is one. */
 function keyProblem(key: string): string | undefined {
   if (key.length === 0) return "is empty";
   if (key.length > KEY_MAX) return `is longer than ${KEY_MAX} characters`;
   if (key.includes("/")) return "contains \"/\": a key names a file of the container's cgroup, never a path";
-  if (!KEY.test(key)) return "is not <controller>.<name> of lower-case letters, digits, \"_\" and \".\"";
+  if (!KEY.test(key)) return "is not <controller>.<name> of letters, digits, \"_\" and \".\" (the controller in lower case)";
   if (key.includes("..") || key.endsWith(".")) return "is not a file name (\"..\" or a trailing \".\")";
   if (key.startsWith("cgroup.")) return "is a core cgroup file, not a resource setting";
   return undefined;

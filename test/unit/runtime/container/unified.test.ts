@@ -17,7 +17,7 @@ import type { ContainerInspect } from "../../../../src/docker/types.ts";
 const MiB = 1024 * 1024;
 
 t.test("keys: cgroup v2 interface file names only", async (t) => {
-  for (const key of ["memory.oom.group", "memory.swap.max", "memory.high", "memory.min", "memory.low", "pids.max", "io.max", "cpu.weight", "cpu.max", "cpuset.cpus", "misc.max", "rdma.max"]) {
+  for (const key of ["memory.oom.group", "memory.swap.max", "memory.high", "memory.min", "memory.low", "pids.max", "io.max", "cpu.weight", "cpu.max", "cpuset.cpus", "misc.max", "rdma.max", "hugetlb.2MB.max", "hugetlb.1GB.rsvd.max"]) {
     t.doesNotThrow(() => checkUnifiedKey(key), key);
     t.ok(isUnifiedKey(key));
   }
