@@ -6,13 +6,16 @@
 # executable runs with no node reachable, the .deb passes lintian and is
 # installed, used with crictl and purged), the fault suite (kill -9 loops,
 # log integrity across restarts, races, a gRPC fuzzer; bounded to a few
-# minutes), the kubelet end-to-end tests (with kubelet's evented PLEG; also
-# with its generic PLEG when CRIDOCK_E2E_GENERIC_PLEG=1), the kubeadm cluster suite (scripts/cluster.sh up, kubectl
-# against it, down), a fixed list of Kubernetes' [NodeConformance] specs
-# (e2e_node.test through scripts/k8s-conformance.sh node), the Deno tests (the smoke tests, then the critest focus
-# against cridock under Deno) and the critest conformance runs. Ends with one
-# line "N passed, N failed" (tap test points plus critest and e2e_node specs,
-# of every engine) and exits non-zero if anything failed.
+# minutes), the Deno tests (the smoke tests, then the critest focus against
+# cridock under Deno), the critest conformance runs, the kubelet end-to-end
+# tests (with kubelet's evented PLEG; also with its generic PLEG when
+# CRIDOCK_E2E_GENERIC_PLEG=1), the kubeadm cluster suite (scripts/cluster.sh
+# up, kubectl against it, down) and a fixed list of Kubernetes'
+# [NodeConformance] specs (e2e_node.test through scripts/k8s-conformance.sh
+# node). The suites that need Kubernetes' binaries come last: on a fresh
+# machine those builds (in the background from the start) take longest.
+# Ends with one line "N passed, N failed" (tap test points plus critest and
+# e2e_node specs, of every engine) and exits non-zero if anything failed.
 #
 # The suites run against three engine setups (tests pick the engine from
 # CRIDOCK_TEST_DOCKER_ENDPOINT):
@@ -24,7 +27,7 @@
 # CRIDOCK_TEST_ENGINES (space-separated names) limits the run to some of them.
 # CRIDOCK_CRITEST_PROCS (default 3) is the number of critest processes.
 #
-# Usage: scripts/test.sh [unit|integration|packaging|faults|e2e|cluster|node-conformance|deno|conformance]...   (default: all, in that order)
+# Usage: scripts/test.sh [unit|integration|packaging|faults|deno|conformance|e2e|cluster|node-conformance]...   (default: all, in that order)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -331,7 +334,7 @@ prepare() {
 
 main() {
   local suites=("$@")
-  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults e2e cluster node-conformance deno conformance)
+  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults deno conformance e2e cluster node-conformance)
   choose_engines
   local setup_seconds=$SECONDS
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
@@ -375,7 +378,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, packaging, faults, e2e, cluster, node-conformance, deno, conformance)" ;;
+        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance)" ;;
       esac
       TIMES+=("$suite@$engine $((SECONDS - started)) s")
     done
