@@ -271,7 +271,8 @@ prebuild_steps() {
 
 # start_prebuild SUITE...: the tools those suites need, built in the
 # background at the lowest priority while the first suites run (the unit
-# suite needs none of them, the integration run on Debian's engine neither).
+# suite needs none of them, the integration run on Debian's engine only
+# crictl, the first one built).
 # Each suite still calls the install scripts it needs, which wait for a
 # build in progress (tool_lock) and then find the tool in place.
 PREBUILD_PID=""
