@@ -45,7 +45,22 @@ export function docker(...args: string[]): string {
   return execFileSync("docker", ["-H", DOCKER_ENDPOINT, ...args], { encoding: "utf8", timeout: 60_000 }).trim();
 }
 
+/**
+ * Removes the suite's containers that an earlier run, killed in the middle
+ * (a CI time-out, tap's own per-file time-out), left in the engine: every
+ * leak check after would count them against a test that did not make them.
+ * The files run one at a time and each removes its pods when it ends, so at
+ * a file's start any such container is a leftover. Said on stderr.
+ */
+function removeLeftovers(): void {
+  const stale = docker("ps", "-aq", "--filter", `label=${FAULT_LABEL}`).split("\n").filter(Boolean);
+  if (stale.length === 0) return;
+  console.error(`# removing ${stale.length} container(s) of the fault suite that a killed run left: ${stale.join(" ")}`);
+  docker("rm", "-f", ...stale);
+}
+
 export async function startFaultEnv(options: FaultEnvOptions = {}): Promise<FaultEnv> {
+  removeLeftovers();
   const cni = await makeCniConfDir({ bridge: FAULT_BRIDGE, subnet: FAULT_SUBNET, networkName: FAULT_NETWORK });
   if (options.extraPlugins?.length) {
     const file = join(cni.dir, `10-${FAULT_NETWORK}.conflist`);
