@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Undoes scripts/env-setup.sh, scripts/run-cridock.sh and a kubeadm cluster
-# of scripts/cluster.sh that a killed run left: stops the daemons
+# Undoes scripts/env-setup.sh, scripts/run-cridock.sh, a kubeadm cluster
+# of scripts/cluster.sh and the VMs of scripts/vm-node.sh that a killed run
+# left: stops the daemons
 # they started (by pid file: a dockerd or registry that was already running
 # is left alone) including the Engine 29 test setups and their bridges, takes
 # back the mirror registry's host changes (its /etc/hosts line and its CA in
@@ -78,6 +79,9 @@ main() {
   # kubelet's QoS cgroups (kubepods), which a killed cluster or node suite
   # run leaves even once its state directory is gone.
   remove_kubelet_cgroups
+  # The cgroup v2 test node's VMs (scripts/vm-node.sh), each with its overlay;
+  # the image stays in the tools cache.
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" stop --all
   remove_mirror_registry
   # The Engine 29 test setups (their pid files say whether we started them).
   bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" stop

@@ -85,6 +85,19 @@ ENV_PACKAGES=(
 # image takes iptables, and make and bzip2 for the upstream busybox build.
 CONFORMANCE_IMAGE_PACKAGES=(bind9-dnsutils netcat-openbsd iperf iproute2 curl procps util-linux make bzip2)
 
+# What scripts/vm-node.sh needs on the host to build and run the cgroup v2
+# test node (a Debian VM; docs/testing.md, "The cgroup v2 node"), apart
+# from the rest: only the suites that name that node need them. qemu runs
+# it (TCG: no usable KVM is assumed) and qemu-img makes its disk and each
+# VM's overlay; debootstrap makes its root file system and e2fsprogs' mke2fs
+# the disk from that directory (no loop device); openssh-client reaches it
+# (ssh-keygen, ssh); iproute2's ss finds a free port for its ssh forward and
+# util-linux gives unshare (private mounts for the chroot) and flock.
+VM_HOST_PACKAGES=(
+  qemu-system-x86 qemu-utils debootstrap debian-archive-keyring e2fsprogs
+  openssh-client iproute2 util-linux
+)
+
 log() { printf 'cridock-env: %s\n' "$*" >&2; }
 die() { printf 'cridock-env: error: %s\n' "$*" >&2; exit 1; }
 

@@ -1,0 +1,180 @@
+/**
+ * The cgroup v2 test node for tap tests: a Debian 12 VM with systemd as
+ * PID 1 that scripts/vm-node.sh builds, boots, reaches over ssh and stops
+ * (docs/testing.md, "The cgroup v2 node"). Every call runs that script
+ * with a timeout; on a timeout its whole process group is killed (ssh
+ * included) and the result says so.
+ *
+ * The guest's CPU is emulated (qemu TCG, about 20 times slower than the
+ * host's), so the timeouts are minutes, not seconds. Long steps (building
+ * the image, booting) print the script's progress on stderr.
+ */
+import { spawn } from "node:child_process";
+import { basename, join } from "node:path";
+import { CRIDOCK_VERSION } from "../../src/version.ts";
+import { CATALOG } from "../../scripts/images/catalog.ts";
+import { imageConfig, writeDockerArchive, type ImageRunConfig } from "../../scripts/images/docker-archive.ts";
+import { buildLayer, type LayerEntry } from "../../scripts/images/layer.ts";
+import { REPO_ROOT } from "./cridock-process.ts";
+import { DEFAULT_PAUSE_IMAGE } from "./env.ts";
+
+const SCRIPT = join(REPO_ROOT, "scripts/vm-node.sh");
+
+export interface RunResult {
+  /** Exit status; null when killed (timedOut says whether by the timeout). */
+  status: number | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+}
+
+export interface RunOptions {
+  timeoutMs?: number;
+  /** Written to the command's stdin (closed after). */
+  input?: string | Buffer;
+  /** Pass the command's stderr through to this process's stderr as it comes (progress of long steps). */
+  progress?: boolean;
+  cwd?: string;
+  env?: Record<string, string>;
+}
+
+/** Runs a command in a process group of its own, killed whole at the timeout. */
+export function runCommand(command: string, args: string[], options: RunOptions = {}): Promise<RunResult> {
+  const { timeoutMs = 120_000, input, progress = false } = options;
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      cwd: options.cwd ?? REPO_ROOT,
+      env: { ...process.env, ...options.env },
+      detached: true,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    let timedOut = false;
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => {
+      stderr += d;
+      if (progress) process.stderr.write(d);
+    });
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // gone already
+      }
+    }, timeoutMs);
+    child.on("error", (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on("close", (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr, timedOut });
+    });
+    // A command that never reads its stdin closes the pipe early; that is no failure.
+    child.stdin.on("error", () => undefined);
+    child.stdin.end(input ?? "");
+  });
+}
+
+function describe(what: string, r: RunResult, timeoutMs: number): string {
+  const how = r.timedOut ? `timed out after ${timeoutMs / 1000}s` : `exited with ${r.status}`;
+  return `${what} ${how}:\n${(r.stdout + r.stderr).trim().slice(-6000)}`;
+}
+
+export class VmNode {
+  private constructor(readonly name: string) {}
+
+  /**
+   * Builds the image if its inputs changed (about 15 minutes), then boots a
+   * VM of that name on an overlay and waits for its ssh (a few minutes).
+   */
+  static async start(name: string, timeoutMs = 40 * 60_000): Promise<VmNode> {
+    const r = await runCommand("bash", [SCRIPT, "start", name], { timeoutMs, progress: true });
+    if (r.status !== 0) {
+      // A VM a timeout left behind does not outlive the test.
+      await runCommand("bash", [SCRIPT, "stop", name], { timeoutMs: 150_000 });
+      throw new Error(describe(`vm-node.sh start ${name}`, r, timeoutMs));
+    }
+    return new VmNode(name);
+  }
+
+  /** CMD in the guest's root shell; the result, whatever the exit status. */
+  ssh(command: string, options: RunOptions = {}): Promise<RunResult> {
+    return runCommand("bash", [SCRIPT, "ssh", this.name, command], options);
+  }
+
+  /** CMD in the guest; its stdout, or an error with its output when it fails. */
+  async run(command: string, options: RunOptions = {}): Promise<string> {
+    const timeoutMs = options.timeoutMs ?? 120_000;
+    const r = await this.ssh(command, { ...options, timeoutMs });
+    if (r.status !== 0) throw new Error(describe(`in VM ${this.name}: ${command}`, r, timeoutMs));
+    return r.stdout;
+  }
+
+  /** Copies a host file or directory to a guest path (through the VM's read-only 9p share). */
+  async copy(source: string, destination: string, timeoutMs = 600_000): Promise<void> {
+    const r = await runCommand("bash", [SCRIPT, "copy", this.name, source, destination], { timeoutMs });
+    if (r.status !== 0) throw new Error(describe(`copying ${source} to VM ${this.name}:${destination}`, r, timeoutMs));
+  }
+
+  /** Powers the guest off (killed after a bounded wait) and removes its overlay. */
+  async stop(timeoutMs = 150_000): Promise<void> {
+    const r = await runCommand("bash", [SCRIPT, "stop", this.name], { timeoutMs });
+    if (r.status !== 0) throw new Error(describe(`vm-node.sh stop ${this.name}`, r, timeoutMs));
+  }
+}
+
+export const DEB_PATH = join(REPO_ROOT, `dist/cridock_${CRIDOCK_VERSION}_amd64.deb`);
+
+/**
+ * Builds the self-contained executable and the .deb on the host, as
+ * scripts/test.sh's packaging step does (xz level 1: the fast build).
+ */
+export async function buildDeb(timeoutMs = 900_000): Promise<string> {
+  const binary = await runCommand(join(REPO_ROOT, "node_modules/.bin/tsx"), ["scripts/build-binary.ts"], { timeoutMs });
+  if (binary.status !== 0) throw new Error(describe("scripts/build-binary.ts", binary, timeoutMs));
+  const deb = await runCommand("bash", ["scripts/build-deb.sh"], { timeoutMs, env: { CRIDOCK_DEB_XZ_LEVEL: "1" } });
+  if (deb.status !== 0) throw new Error(describe("scripts/build-deb.sh", deb, timeoutMs));
+  return DEB_PATH;
+}
+
+/**
+ * Copies the .deb into the guest and installs it as an operator does:
+ * `apt-get install ./cridock_<version>_amd64.deb`. The guest has no
+ * network, so apt could download nothing: what the package depends on and
+ * recommends is in the image. (apt's --no-download would say so outright,
+ * but apt 2.6 refuses a local .deb with it: "Internal Error, Pathname to
+ * install is not absolute".) Returns apt's output.
+ */
+export async function installDeb(vm: VmNode, deb = DEB_PATH): Promise<string> {
+  const name = basename(deb);
+  await vm.copy(deb, `/root/${name}`);
+  return vm.run(`cd /root && DEBIAN_FRONTEND=noninteractive apt-get install -y ./${name} 2>&1`, { timeoutMs: 600_000 });
+}
+
+/** Writes a `docker load` tarball of one image with one layer, as scripts/images/build.ts builds the test images. */
+export async function writeImageArchive(path: string, contents: LayerEntry[], config: ImageRunConfig, tags: string[]): Promise<void> {
+  const image = imageConfig(config, [await buildLayer(contents)], `cridock scripts/images: ${tags[0]}`);
+  await writeDockerArchive(path, image, tags);
+}
+
+/**
+ * The pause image cridock starts sandboxes from by default
+ * (registry.k8s.io/pause:3.10.2, the test catalog's static pause), as a
+ * tarball at PATH: the guest cannot pull it, and `cridock check` fails
+ * while the node lacks it.
+ */
+export async function writePauseArchive(path: string): Promise<void> {
+  const pause = CATALOG.find((spec) => spec.tags.includes(DEFAULT_PAUSE_IMAGE));
+  if (!pause) throw new Error(`the image catalog has no ${DEFAULT_PAUSE_IMAGE}`);
+  await writeImageArchive(path, pause.contents(), pause.config, [DEFAULT_PAUSE_IMAGE]);
+}
+
+/** `docker load` of a host tarball into the guest's dockerd. */
+export async function loadImage(vm: VmNode, archive: string): Promise<void> {
+  const guestPath = `/root/${basename(archive)}`;
+  await vm.copy(archive, guestPath);
+  await vm.run(`docker load --quiet --input ${guestPath} && rm ${guestPath}`, { timeoutMs: 300_000 });
+}
