@@ -27,6 +27,7 @@ import { StepTimer } from "../../steps.ts";
 import { CgroupReader } from "../../stats/cgroups.ts";
 import { type CgroupDriver, UnifiedCgroups } from "./unified-cgroup.ts";
 import { UnifiedSettings } from "./unified-settings.ts";
+import { KernelOomLog, type OomKillLookup } from "./kernel-oom-log.ts";
 
 export type ImageResolver = ContextImages;
 
@@ -42,6 +43,8 @@ export interface ContainerManagerOptions extends CreateOptions {
   cgroupDriver?: () => Promise<CgroupDriver>;
   /** The cgroup tree containers run in (tests give a fake one). */
   cgroups?: CgroupReader;
+  /** OOM kills Docker missed (default: the kernel log, kernel-oom-log.ts). */
+  oomKills?: OomKillLookup;
 }
 
 const FULL_ID = /^[0-9a-f]{64}$/;
@@ -49,6 +52,8 @@ const FULL_ID = /^[0-9a-f]{64}$/;
 const MAX_KNOWN = 8192;
 /** How long ContainerStatus waits for an exited container's log writer to finish. */
 const LOG_DRAIN_WAIT_MS = 2000;
+/** The exit code of a process the kernel killed with SIGKILL, as the OOM killer does. */
+const SIGKILL_EXIT = 137;
 
 export class ContainerManager {
   private readonly docker: DockerClient;
@@ -57,6 +62,7 @@ export class ContainerManager {
   private readonly locks = new KeyedMutex();
   private readonly resizer: ContainerResizer;
   private readonly unified: UnifiedSettings;
+  private readonly oomKills: OomKillLookup;
   /**
    * The converted summary per container, reused while Docker reports the
    * same summary (a container's labels never change; its state, name and
@@ -84,6 +90,7 @@ export class ContainerManager {
     const files = new UnifiedCgroups(cgroups);
     this.unified = new UnifiedSettings(options.docker, files, this.log, options.cgroupDriver);
     this.resizer = new ContainerResizer(options.docker, cgroups, files, options.oomScore);
+    this.oomKills = options.oomKills ?? new KernelOomLog(this.log);
   }
 
   async create(sandboxId: string, spec: ContainerSpec): Promise<string> {
@@ -229,6 +236,7 @@ export class ContainerManager {
   async status(id: string): Promise<ContainerInfo> {
     const c = await this.mustFind(id);
     const info = containerInfo(c);
+    if (info.reason === "Error" && c.State.ExitCode === SIGKILL_EXIT && this.oomKills.killedIn(c.Id)) info.reason = "OOMKilled";
     if (info.state === "running") {
       info.user = await processUser(c.State.Pid);
       info.resources = await this.resizer.inForce(c);
