@@ -13,7 +13,10 @@ import type { CgroupReader } from "./cgroups.ts";
 const V1_UNLIMITED = 0x7ffffffffffff000n;
 
 export interface CgroupLimits {
+  /** v1: cpu.shares; v2: the shares runc's linear conversion maps to cpu.weight (cpuWeight). */
   cpuShares: bigint;
+  /** v2: cpu.weight as the cgroup holds it. */
+  cpuWeight?: bigint;
   /** CFS quota in µs per period; 0 when unlimited. */
   cpuQuota: bigint;
   cpuPeriod: bigint;
@@ -39,10 +42,29 @@ function int(value: string | undefined): bigint | undefined {
   return value !== undefined && /^-?\d+$/.test(value) ? BigInt(value) : undefined;
 }
 
-/** cgroup v2 cpu.weight (1..10000) from CPU shares (2..262144), as runc converts it. */
+/**
+ * cgroup v2 cpu.weight (1..10000) from CPU shares (2..262144), as runc
+ * before 1.3.2 converts them: linearly (Debian 12's runc 1.1, Docker 20.10
+ * to 28's static packages).
+ */
 export function sharesToWeight(shares: bigint): bigint {
   if (shares === 0n) return 0n;
   return 1n + ((shares - 2n) * 9999n) / 262142n;
+}
+
+/**
+ * cpu.weight from CPU shares as runc 1.3.2 and later convert them (Engine
+ * 29's runc): 10^((l² + 125·l)/612 − 7/34) rounded up, l = log2(shares), so
+ * that 2, 1024 (the default) and 262144 map to 1, 100 (cgroup v2's default)
+ * and 10000. Float64 operations in the same order as runc's Go, which gives
+ * the same value for every shares value (checked over the whole range).
+ */
+export function sharesToWeightLog(shares: bigint): bigint {
+  if (shares === 0n) return 0n;
+  if (shares <= 2n) return 1n;
+  if (shares >= 262144n) return 10000n;
+  const l = Math.log2(Number(shares));
+  return BigInt(Math.ceil(10 ** ((l * l + 125 * l) / 612 - 7 / 34)));
 }
 
 /** The smallest shares value that runc turns into this weight. */
@@ -84,8 +106,10 @@ export async function readCgroupLimits(reader: CgroupReader, pid: number, files:
       if (value !== undefined) unified[file] = value;
     }
     const max = cpuMax ? parseCpuMax(cpuMax) : { quota: 0n, period: 0n };
+    const cpuWeight = int(weight) ?? 0n;
     return {
-      cpuShares: weightToShares(int(weight) ?? 0n),
+      cpuShares: weightToShares(cpuWeight),
+      cpuWeight,
       cpuQuota: max.quota,
       cpuPeriod: max.period,
       memoryLimit: memMax === "max" ? 0n : (int(memMax) ?? 0n),

@@ -11,7 +11,7 @@
  */
 import type { HostConfig, Resources } from "../../docker/types.ts";
 import { internal, invalidArgument, unimplemented } from "../../errors.ts";
-import type { CgroupLimits } from "../../stats/cgroup-limits.ts";
+import { sharesToWeight, sharesToWeightLog, type CgroupLimits } from "../../stats/cgroup-limits.ts";
 import type { CgroupVersion } from "../../stats/cgroups.ts";
 import type { ResourceSpec } from "./spec.ts";
 import { clampOomScore, type OomScorePolicy } from "./oom-score.ts";
@@ -112,8 +112,10 @@ export function resourcesFromHostConfig(h: HostConfig | undefined): ResourceSpec
 export function resourcesInForce(fromDocker: ResourceSpec, limits: CgroupLimits | undefined): ResourceSpec {
   if (!limits) return fromDocker;
   const out: ResourceSpec = { ...fromDocker, unified: { ...fromDocker.unified } };
-  // cgroup v2 stores a weight: keep Docker's shares when they map to the same weight.
-  if (limits.cpuShares > 0n && !sameWeight(fromDocker.cpuShares, limits.cpuShares)) out.cpuShares = limits.cpuShares;
+  // cgroup v2 stores a weight: keep Docker's shares when runc turned them into it.
+  if (limits.cpuWeight !== undefined) {
+    if (limits.cpuWeight > 0n && !weightOf(fromDocker.cpuShares, limits.cpuWeight)) out.cpuShares = limits.cpuShares;
+  } else if (limits.cpuShares > 0n) out.cpuShares = limits.cpuShares;
   out.cpuQuota = limits.cpuQuota === 0n && fromDocker.cpuQuota < 0n ? fromDocker.cpuQuota : limits.cpuQuota;
   if (limits.cpuPeriod > 0n) out.cpuPeriod = limits.cpuPeriod;
   out.memoryLimitInBytes = limits.memoryLimit;
@@ -126,10 +128,9 @@ export function resourcesInForce(fromDocker: ResourceSpec, limits: CgroupLimits 
   return out;
 }
 
-function sameWeight(dockerShares: bigint, cgroupShares: bigint): boolean {
-  if (dockerShares === cgroupShares) return true;
-  const weight = (s: bigint) => 1n + ((s - 2n) * 9999n) / 262142n;
-  return dockerShares >= 2n && weight(dockerShares) === weight(cgroupShares);
+/** Whether runc, old or new (cgroup-limits.ts), makes this cpu.weight of these shares. */
+function weightOf(dockerShares: bigint, weight: bigint): boolean {
+  return dockerShares >= 2n && (sharesToWeight(dockerShares) === weight || sharesToWeightLog(dockerShares) === weight);
 }
 
 /**

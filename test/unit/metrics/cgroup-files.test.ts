@@ -5,7 +5,7 @@
  */
 import t from "tap";
 import { parseBlkioV1, parseIoStatV2 } from "../../../src/stats/cgroup-detail.ts";
-import { parseCpuMax, sharesToWeight, weightToShares } from "../../../src/stats/cgroup-limits.ts";
+import { parseCpuMax, sharesToWeight, sharesToWeightLog, weightToShares } from "../../../src/stats/cgroup-limits.ts";
 import { mountSourceOf } from "../../../src/stats/mount-device.ts";
 import { EMPTY_RESOURCES, dockerResources, resourcesFromHostConfig, resourcesInForce, validateResources } from "../../../src/runtime/container/resources.ts";
 
@@ -28,6 +28,10 @@ t.test("cpu.max and cpu.weight", async (t) => {
   }
   t.equal(weightToShares(1n), 2n);
   t.equal(weightToShares(10000n), 262144n);
+  // runc 1.3.2 and later: values its Go conversion gives.
+  for (const [shares, weight] of [[0n, 0n], [2n, 1n], [102n, 17n], [1024n, 100n], [1536n, 138n], [262144n, 10000n], [300000n, 10000n]] as const) {
+    t.equal(sharesToWeightLog(shares), weight, `new runc: ${shares} shares are weight ${weight}`);
+  }
 });
 
 t.test("mount source of a directory: the longest mount point wins", async (t) => {
@@ -58,7 +62,10 @@ t.test("resources: pids.max through unified, in-force values from the cgroup", a
   t.equal(inForce.memoryLimitInBytes, 256n << 20n);
   t.equal(inForce.cpusetCpus, "", "no cpuset reported when none was set");
   t.same(inForce.unified, { "pids.max": "40" });
-  // cgroup v2 stores a weight: shares that map to the same weight are kept as Docker has them.
-  t.equal(resourcesInForce(docker, { ...limits, cpuShares: weightToShares(sharesToWeight(1536n)) }).cpuShares, 1536n);
+  // cgroup v2 stores a weight: shares runc turned into it, old runc or new, are kept as Docker has them.
+  const v2 = (weight: bigint) => ({ ...limits, cpuShares: weightToShares(weight), cpuWeight: weight });
+  t.equal(resourcesInForce(docker, v2(sharesToWeight(1536n))).cpuShares, 1536n, "runc 1.1's weight");
+  t.equal(resourcesInForce(docker, v2(sharesToWeightLog(1536n))).cpuShares, 1536n, "runc 1.3.2's weight");
+  t.equal(resourcesInForce(docker, v2(500n)).cpuShares, weightToShares(500n), "a weight set otherwise is reported");
   t.equal(resourcesInForce(docker, undefined), docker);
 });
