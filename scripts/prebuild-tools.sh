@@ -23,6 +23,7 @@
 #   kubernetes-tests    e2e.test, e2e_node.test and the test images' programs
 #   conformance-images  the images those suites pull (needs the two above)
 #   cluster-images      the images kubeadm deploys (needs kubernetes)
+#   vm-image            the cgroup v2 node's disk image (vm-node.sh image)
 set -uo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -39,6 +40,7 @@ run_step() {
     kubernetes-tests) bash "$scripts_dir/install-kubernetes-tests.sh" ;;
     conformance-images) bash "$scripts_dir/conformance-images.sh" ;;
     cluster-images) bash "$scripts_dir/cluster-images.sh" ;;
+    vm-image) bash "$scripts_dir/vm-node.sh" image >/dev/null ;;
     *) log "prebuild: unknown step '$1'"; return 2 ;;
   esac
 }

@@ -12,7 +12,8 @@
 # CRIDOCK_E2E_GENERIC_PLEG=1), the kubeadm cluster suite (scripts/cluster.sh
 # up, kubectl against it, down) and a fixed list of Kubernetes'
 # [NodeConformance] specs (e2e_node.test through scripts/k8s-conformance.sh
-# node). The suites that need Kubernetes' binaries come last: on a fresh
+# node), and last the cgroup v2 node suite (the .deb and a kubelet with the
+# systemd driver in the Debian 12 VM of scripts/vm-node.sh). The suites that need Kubernetes' binaries come last: on a fresh
 # machine those builds (in the background from the start) take longest.
 # Ends with one line "N passed, N failed" (tap test points plus critest and
 # e2e_node specs, of every engine) and exits non-zero if anything failed.
@@ -27,7 +28,8 @@
 # CRIDOCK_TEST_ENGINES (space-separated names) limits the run to some of them.
 # CRIDOCK_CRITEST_PROCS (default 3) is the number of critest processes.
 #
-# Usage: scripts/test.sh [unit|integration|packaging|faults|deno|conformance|e2e|cluster|node-conformance]...   (default: all, in that order)
+# Usage: scripts/test.sh [unit|integration|packaging|faults|deno|conformance|e2e|cluster|node-conformance|vm]...
+#        (default: all, in that order)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -104,6 +106,34 @@ run_tap_suite() {
   if ((status != 0)); then
     SUMMARY_ARGS+=(--exit-status "$name=$status")
   fi
+}
+
+# The cgroup v2 node suite (test/vm): the .deb installed in a Debian 12 VM
+# under qemu TCG and a kubelet there (docs/testing.md, "The cgroup v2 node").
+# The engine is the guest's own (Debian's docker.io), so it runs once. One
+# VM serves every file (CRIDOCK_VM_NODE): its boot, minutes of emulated CPU,
+# overlaps the .deb's build here, and it is powered off after the last file.
+VM_SUITE_NODE=suite
+run_vm() {
+  local engine="$1" boot_status=0 deb=""
+  echo "# ---- vm@$engine (the cgroup v2 node)"
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" image >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" start "$VM_SUITE_NODE" </dev/null &
+  local boot_pid=$!
+  if (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/build-binary.ts && CRIDOCK_DEB_XZ_LEVEL=1 bash scripts/build-deb.sh) </dev/null; then
+    deb="$(ls -t "$CRIDOCK_REPO_ROOT"/dist/cridock_*_amd64.deb | head -n 1)"
+  fi
+  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubernetes.sh" >/dev/null
+  wait "$boot_pid" || boot_status=$?
+  if [[ -z "$deb" || ! -f "$deb" ]] || ((boot_status != 0)); then
+    SUMMARY_ARGS+=(--failed "vm@$engine=the .deb's build or the node's boot failed (boot: exit $boot_status; log: $ENV_LOG_DIR/vm-$VM_SUITE_NODE-console.log)")
+  else
+    SUITE_ENV=(CRIDOCK_VM_NODE="$VM_SUITE_NODE" CRIDOCK_VM_DEB="$deb")
+    # Emulated CPU: a file takes minutes (the install, kubelet's first pod).
+    run_tap_suite vm "$engine" --jobs=1 --timeout=2400 --disable-coverage
+    SUITE_ENV=()
+  fi
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" stop "$VM_SUITE_NODE" </dev/null || true
 }
 
 # The kubelet suite (test/e2e), with the evented PLEG (and the generic one on
@@ -263,9 +293,11 @@ prebuild_steps() {
   ((tests)) && steps+=(packages)
   [[ "$suites" != " unit " ]] && steps+=(cri-tools)
   ((engine29)) && steps+=(docker-engine)
-  if [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* ]] || ((tests)); then steps+=(kubernetes); fi
+  if [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* || "$suites" == *" vm "* ]] || ((tests)); then steps+=(kubernetes); fi
   [[ "$suites" == *" cluster "* ]] && steps+=(cluster-images)
   ((tests)) && steps+=(kubernetes-tests conformance-images)
+  # The VM suite runs last.
+  [[ "$suites" == *" vm "* ]] && steps+=(vm-image)
   printf '%s\n' "${steps[@]}"
 }
 
@@ -335,7 +367,7 @@ prepare() {
 
 main() {
   local suites=("$@")
-  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults deno conformance e2e cluster node-conformance)
+  ((${#suites[@]} > 0)) || suites=(unit integration packaging faults deno conformance e2e cluster node-conformance vm)
   choose_engines
   local setup_seconds=$SECONDS
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
@@ -365,6 +397,7 @@ main() {
         e2e) run_e2e "$engine" ;;
         cluster) run_cluster "$engine" ;;
         node-conformance) run_node_conformance "$engine" ;;
+        vm) run_vm "$engine" ;;
         deno)
           # cridock runs under Deno here, which writes no coverage Node's tooling reads.
           run_tap_suite deno "$engine" --jobs=1 --timeout=300 --disable-coverage
@@ -379,7 +412,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance)" ;;
+        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance, vm)" ;;
       esac
       TIMES+=("$suite@$engine $((SECONDS - started)) s")
     done

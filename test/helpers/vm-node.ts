@@ -129,6 +129,40 @@ export class VmNode {
 export const DEB_PATH = join(REPO_ROOT, `dist/cridock_${CRIDOCK_VERSION}_amd64.deb`);
 
 /**
+ * The node a test file runs on. scripts/test.sh boots one for the whole
+ * suite and names it in CRIDOCK_VM_NODE (booting is minutes of emulated
+ * CPU); a file run alone boots its own, named NAME, and powers it off when
+ * it ends.
+ */
+export async function suiteNode(t: { teardown(fn: () => unknown): void }, name: string): Promise<VmNode> {
+  const shared = process.env.CRIDOCK_VM_NODE;
+  if (shared) return VmNode.start(shared, 600_000);
+  const vm = await VmNode.start(name);
+  t.teardown(() => vm.stop());
+  return vm;
+}
+
+/** The .deb scripts/test.sh built for the suite (CRIDOCK_VM_DEB), else one built now. */
+export async function suiteDeb(): Promise<string> {
+  return process.env.CRIDOCK_VM_DEB || buildDeb();
+}
+
+/**
+ * The .deb installed in the guest unless this very file is installed
+ * already (its sha256 is kept in the guest). Returns apt's output, or
+ * undefined when nothing was done.
+ */
+export async function ensureDebInstalled(vm: VmNode, deb: string): Promise<string | undefined> {
+  const sum = (await runCommand("sha256sum", [deb])).stdout.split(" ")[0] ?? "";
+  const marker = "/var/lib/cridock-test-deb.sha256";
+  const installed = (await vm.ssh(`dpkg-query -W -f='\${Status}' cridock 2>/dev/null | grep -q 'ok installed' && cat ${marker}`)).stdout.trim();
+  if (sum && installed === sum) return undefined;
+  const out = await installDeb(vm, deb);
+  await vm.run(`echo ${sum} >${marker}`);
+  return out;
+}
+
+/**
  * Builds the self-contained executable and the .deb on the host, as
  * scripts/test.sh's packaging step does (xz level 1: the fast build).
  */

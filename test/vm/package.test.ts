@@ -17,7 +17,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CRICTL } from "../helpers/env.ts";
-import { VmNode, buildDeb, installDeb, loadImage, writePauseArchive } from "../helpers/vm-node.ts";
+import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, writePauseArchive } from "../helpers/vm-node.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 
 const started = Date.now();
@@ -26,14 +26,15 @@ const scratch = await mkdtemp(join(tmpdir(), "cridock-vm-package-"));
 t.teardown(() => rm(scratch, { recursive: true, force: true }));
 const pauseArchive = join(scratch, "pause.tar");
 // The boot (guest CPU) and the builds (host CPU) side by side.
-const [booted, built, pause] = await Promise.allSettled([VmNode.start("package"), buildDeb(), writePauseArchive(pauseArchive)]);
+const [booted, built, pause] = await Promise.allSettled([suiteNode(t, "package"), suiteDeb(), writePauseArchive(pauseArchive)]);
 if (booted.status === "rejected") throw booted.reason;
 const vm = booted.value;
-t.teardown(() => vm.stop());
 if (built.status === "rejected") throw built.reason;
 if (pause.status === "rejected") throw pause.reason;
 const deb = built.value;
 t.comment(`VM booted, .deb and pause image built in ${seconds(started)}`);
+// A node that has no cridock yet (a shared node may have had it from an earlier file).
+await vm.run("if dpkg-query -W cridock >/dev/null 2>&1; then apt-get purge -y cridock >/dev/null 2>&1; fi", { timeoutMs: 300_000 });
 
 t.test("the node is cgroup v2 with systemd as PID 1", async (t) => {
   t.equal((await vm.run("stat -fc %T /sys/fs/cgroup")).trim(), "cgroup2fs", "/sys/fs/cgroup is cgroup2");
@@ -43,7 +44,7 @@ t.test("the node is cgroup v2 with systemd as PID 1", async (t) => {
 
 t.test("apt-get install ./cridock_<version>_amd64.deb, with no network", async (t) => {
   const since = Date.now();
-  const out = await installDeb(vm, deb);
+  const out = (await ensureDebInstalled(vm, deb)) ?? "";
   t.comment(`installed in ${seconds(since)}`);
   const fetched = out.split("\n").filter((l) => /^(Get|Err|Ign|Hit):/.test(l));
   t.same(fetched.filter((l) => !l.includes(`/root/cridock_${CRIDOCK_VERSION}_amd64.deb`)), [], "apt fetched nothing but the .deb itself: the dependencies are in the image");

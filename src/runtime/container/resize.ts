@@ -17,6 +17,13 @@
  * (the restart policy is "no", kubelet creates a new container), and kubelet
  * sends its unified values again with every resize. ContainerStatus reads
  * back the keys the container was created with.
+ *
+ * Under the systemd cgroup driver Docker's update reaches the cgroup through
+ * systemd, which applies the scope's properties anew and puts the files it
+ * owns back to its own values: memory.oom.group went from 1 to 0 on a
+ * `docker update -m` (Debian 12: systemd 252, Docker 20.10, runc 1.1). So
+ * every unified value the container holds, asked by this request or an
+ * earlier one, is written again once Docker's update is done.
  */
 import type { DockerClient } from "../../docker/client.ts";
 import type { ContainerInspect, Resources } from "../../docker/types.ts";
@@ -28,6 +35,9 @@ import type { ResourceSpec } from "./spec.ts";
 import type { OomScorePolicy } from "./oom-score.ts";
 import { unifiedFromLabels } from "./convert.ts";
 import type { UnifiedCgroups } from "./unified-cgroup.ts";
+import { planUnified } from "./unified.ts";
+import { readKernelFile } from "../../stats/kernel-file.ts";
+import { join } from "node:path";
 
 export class ContainerResizer {
   constructor(
@@ -38,11 +48,12 @@ export class ContainerResizer {
   ) {}
 
   async update(c: ContainerInspect, requested: ResourceSpec): Promise<void> {
-    const version = Object.keys(requested.unified).length > 0 ? await this.unified.version() : undefined;
+    const created = unifiedFromLabels(c.Config.Labels);
+    const version = Object.keys(requested.unified).length + Object.keys(created).length > 0 ? await this.unified.version() : undefined;
     const { docker: update, files } = updateFor(requested, c.HostConfig, this.oomScore, version);
     const name = c.Name.replace(/^\//, "") || c.Id;
     const keys = Object.keys(files);
-    const dir = keys.length > 0 ? await this.ownCgroup(c, name, keys) : undefined;
+    const dir = keys.length > 0 ? await this.ownCgroup(c, name, keys) : await this.heldCgroup(c, created, version);
     if (dir) await this.unified.checkControllers(dir, Object.keys(requested.unified));
     if (update.Memory !== undefined && c.State.Running && c.State.Pid > 0) {
       const sample = await this.cgroups.sample(c.State.Pid).catch(() => undefined);
@@ -61,12 +72,44 @@ export class ContainerResizer {
       previous = written.previous;
     }
     if (Object.keys(update).length === 0) return;
+    const held = dir ? await this.heldValues(dir, created, c, version, files) : [];
     try {
       await this.dockerUpdate(c.Id, name, update);
     } catch (err) {
       if (dir) await this.unified.restore(dir, previous);
       throw err;
     }
+    if (dir) await this.writeAgain(dir, held, files);
+  }
+
+  /** The running container's cgroup when it holds unified values of its creation (cgroup v2); else undefined. */
+  private async heldCgroup(c: ContainerInspect, created: Record<string, string>, version: number | undefined): Promise<string | undefined> {
+    if (version !== 2 || Object.keys(created).length === 0 || !c.State.Running || c.State.Pid <= 0) return undefined;
+    return this.unified.containerDir(c.State.Pid, c.Id);
+  }
+
+  /** The values the cgroup holds now for the creation-time keys this request does not write. */
+  private async heldValues(
+    dir: string,
+    created: Record<string, string>,
+    c: ContainerInspect,
+    version: number | undefined,
+    files: Record<string, string>,
+  ): Promise<[string, string][]> {
+    if (version !== 2) return [];
+    const keys = Object.keys(planUnified(created, c.HostConfig, 2).files).filter((key) => !(key in files));
+    const held: [string, string][] = [];
+    for (const key of keys) {
+      const text = await readKernelFile(join(dir, key)).catch(() => undefined);
+      if (text !== undefined) held.push([key, text.trim()]);
+    }
+    return held;
+  }
+
+  /** After Docker's update: the values held before it, and this request's, written again (systemd may have reset them). */
+  private async writeAgain(dir: string, held: readonly [string, string][], files: Record<string, string>): Promise<void> {
+    await this.unified.restore(dir, held);
+    if (Object.keys(files).length > 0) await this.unified.write(dir, files);
   }
 
   /** The running container's own cgroup directory, where `keys` are to be written. */

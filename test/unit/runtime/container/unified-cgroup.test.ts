@@ -217,3 +217,27 @@ t.test("UpdateContainerResources: files into the running container's cgroup, und
   const status = await resizer.inForce(inspect({ running: true, labels: { [UNIFIED_LABEL]: JSON.stringify({ "memory.high": "1", "memory.oom.group": "1" }) } }));
   t.same(status.unified, { "memory.high": "209715200", "memory.oom.group": "1" }, "ContainerStatus: the values in force");
 });
+
+t.test("UpdateContainerResources: values systemd resets during Docker's update are written again", async (t) => {
+  const { reader, cgroups, dir } = tree(t);
+  // systemd applies the scope's properties anew on Docker's update (systemd driver) and puts its own values back.
+  const docker = {
+    updateContainer: async () => {
+      writeFileSync(join(dir, "memory.oom.group"), "0\n");
+      writeFileSync(join(dir, "memory.high"), "max\n");
+    },
+  } as unknown as DockerClient;
+  const resizer = new ContainerResizer(docker, reader, cgroups);
+  const labels = { [UNIFIED_LABEL]: JSON.stringify({ "memory.oom.group": "1", "memory.high": "104857600" }) };
+  const running = inspect({ running: true, labels, host: { Memory: 128 << 20, MemorySwap: 128 << 20, OomScoreAdj: 0 } as Resources });
+  writeFileSync(join(dir, "memory.oom.group"), "1\n");
+  writeFileSync(join(dir, "memory.high"), "104857600\n");
+  // A resize with no unified keys (crictl update): the creation-time values stay in force.
+  await resizer.update(running, { ...EMPTY_RESOURCES, memoryLimitInBytes: 256n << 20n });
+  t.equal(read(join(dir, "memory.oom.group")).trim(), "1", "memory.oom.group back to the container's 1");
+  t.equal(read(join(dir, "memory.high")).trim(), "104857600", "memory.high back to its value before the update");
+  // kubelet's resize, which sends its map again with a new memory.high.
+  await resizer.update(running, { ...EMPTY_RESOURCES, memoryLimitInBytes: 300n << 20n, unified: { "memory.oom.group": "1", "memory.high": "209715200" } });
+  t.equal(read(join(dir, "memory.oom.group")).trim(), "1");
+  t.equal(read(join(dir, "memory.high")).trim(), "209715200", "the requested value, not the one held before");
+});

@@ -1,13 +1,16 @@
 /**
- * kubelet's resources in force on a cgroup v2 node (DESIGN.md "Nodes"):
- * on the cgroup v2 node of scripts/vm-node.sh, with the .deb installed as
- * an operator does, a standalone kubelet v1.36.3 with the systemd cgroup
- * driver runs one static pod whose container has limits (memory 64Mi, cpu
- * 200m) and smaller requests (so the pod is Burstable). kubelet sends
- * `unified` memory.oom.group and memory.swap.max for every container on
- * cgroup v2; the container must run, and its own cgroup (a docker-<id>.scope
- * under kubepods.slice/kubepods-burstable.slice) must hold memory.max
- * 67108864, memory.swap.max 0, memory.oom.group 1 and cpu.max "20000 100000".
+ * kubelet's pods on a cgroup v2 node (DESIGN.md "Nodes"): on the cgroup v2
+ * node of scripts/vm-node.sh, with the .deb installed as an operator does,
+ * a standalone kubelet v1.36.3 with the systemd cgroup driver runs static
+ * pods.
+ * - One container with limits (memory 64Mi, cpu 200m) and smaller requests
+ *   (so the pod is Burstable). kubelet sends `unified` memory.oom.group and
+ *   memory.swap.max for every container on cgroup v2; the container must
+ *   run, and its own cgroup (a docker-<id>.scope under
+ *   kubepods.slice/kubepods-burstable.slice) must hold memory.max 67108864,
+ *   memory.swap.max 0, memory.oom.group 1 and cpu.max "20000 100000".
+ * - One container OOM-killed under memory.oom.group: the whole container
+ *   ends (exit 137) and its status says OOMKilled.
  *
  * kubelet is the one scripts/install-kubernetes.sh builds; without it the
  * test is skipped. The guest reaches no registry: the pause image
@@ -26,12 +29,12 @@ import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_PAUSE_IMAGE, REGISTRY } from "../helpers/env.ts";
-import { VmNode, buildDeb, installDeb, loadImage, writeImageArchive, writePauseArchive, type RunResult } from "../helpers/vm-node.ts";
+import { CRICTL, DEFAULT_PAUSE_IMAGE, REGISTRY } from "../helpers/env.ts";
+import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
 
 const KUBELET = join(process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools", "kubernetes", "v1.36.3", "bin", "kubelet");
-/** A small busybox (sh and sleep) for the pod's container. */
+/** A small busybox (sh, sleep, dd) for the pods' containers. */
 const BUSYBOX = `${REGISTRY}/cridock-test/busybox-vm:1`;
 const NODE_NAME = "cridock-vm";
 const MANIFESTS = "/etc/kubernetes/manifests";
@@ -44,7 +47,7 @@ const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s
 async function buildImages(dir: string): Promise<string[]> {
   const archives = [join(dir, "pause.tar"), join(dir, "busybox.tar")];
   await writePauseArchive(archives[0]!);
-  await writeImageArchive(archives[1]!, [...busyboxEntries(["sh", "sleep"]), ...userlandEntries()], { Cmd: ["sh"], Env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"] }, [BUSYBOX]);
+  await writeImageArchive(archives[1]!, [...busyboxEntries(["sh", "sleep", "dd"]), ...userlandEntries()], { Cmd: ["sh"], Env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"] }, [BUSYBOX]);
   return archives;
 }
 
@@ -62,25 +65,38 @@ function kubeletConfig(): Record<string, unknown> {
   };
 }
 
-function podManifest(): Record<string, unknown> {
+function podManifest(name: string, container: Record<string, unknown>): Record<string, unknown> {
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name: POD, namespace: "default" },
-    spec: {
-      terminationGracePeriodSeconds: 5,
-      containers: [
-        {
-          name: "app",
-          image: BUSYBOX,
-          imagePullPolicy: "Never",
-          command: ["sleep", "36000"],
-          resources: { limits: { memory: "64Mi", cpu: "200m" }, requests: { memory: "32Mi", cpu: "100m" } },
-        },
-      ],
-    },
+    metadata: { name, namespace: "default" },
+    spec: { terminationGracePeriodSeconds: 5, containers: [{ image: BUSYBOX, imagePullPolicy: "Never", ...container }] },
   };
 }
+
+const LIMITS_POD = podManifest(POD, {
+  name: "app",
+  command: ["sleep", "36000"],
+  resources: { limits: { memory: "64Mi", cpu: "200m" }, requests: { memory: "32Mi", cpu: "100m" } },
+});
+
+/**
+ * A container whose pid 1 is a shell waiting on a sleep while dd, its other
+ * child, outgrows the limit. The kernel's OOM killer picks dd alone; only
+ * memory.oom.group (which kubelet asks for through `unified`) makes it
+ * kill every process of the cgroup, the shell included, so the container
+ * exits. Without the group kill the shell waits on, and the container runs.
+ * dd starts 10 s in: cridock writes memory.oom.group into the container's
+ * cgroup right after Docker's start returns (no Docker field carries it),
+ * 0.3-0.7 s later under TCG, and a dd started at once was OOM-killed
+ * inside that window, alone (docs/architecture.md, "cgroup v2 `unified`
+ * keys").
+ */
+const OOM_POD = podManifest("oom", {
+  name: "hog",
+  command: ["sh", "-c", "sleep 36000 & sleep 10; dd if=/dev/zero of=/dev/null bs=64M; wait"],
+  resources: { limits: { memory: "32Mi" }, requests: { memory: "16Mi" } },
+});
 
 function output(r: RunResult): string {
   return (r.stdout + r.stderr).trim();
@@ -92,17 +108,18 @@ if (!existsSync(KUBELET)) {
   const started = Date.now();
   const scratch = await mkdtemp(join(tmpdir(), "cridock-vm-kubelet-"));
   t.teardown(() => rm(scratch, { recursive: true, force: true }));
-  const [booted, built, images] = await Promise.allSettled([VmNode.start("kubelet"), buildDeb(), buildImages(scratch)]);
+  const [booted, built, images] = await Promise.allSettled([suiteNode(t, "pods"), suiteDeb(), buildImages(scratch)]);
   if (booted.status === "rejected") throw booted.reason;
   const vm = booted.value;
-  t.teardown(() => vm.stop());
+  // A shared node is left without kubelet and its pods for the next file.
+  t.teardown(() => vm.ssh("systemctl stop kubelet; rm -f /etc/kubernetes/manifests/*; docker ps -aq --filter label=io.kubernetes.docker.type | xargs -r docker rm -f", { timeoutMs: 300_000 }));
   if (built.status === "rejected") throw built.reason;
   if (images.status === "rejected") throw images.reason;
   t.comment(`VM booted, .deb and images built in ${seconds(started)}`);
 
   t.test("the node: cridock from its .deb, kubelet, the images loaded", async (t) => {
     let since = Date.now();
-    await installDeb(vm, built.value);
+    await ensureDebInstalled(vm, built.value);
     t.comment(`.deb installed in ${seconds(since)}`);
     since = Date.now();
     for (const archive of images.value) await loadImage(vm, archive);
@@ -114,9 +131,14 @@ if (!existsSync(KUBELET)) {
     t.match(await vm.run("docker image ls --format '{{.Repository}}:{{.Tag}}'"), new RegExp(`^${DEFAULT_PAUSE_IMAGE.replace(/\./g, "\\.")}$`, "m"), "the pause image is loaded");
   });
 
+  /** The Burstable container and its own cgroup directory, once it runs. */
+  let limited: { id: string; dir: string } | undefined;
+  const noCrictl = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/install-cri-tools.sh builds it)`;
+  const crictl = "crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s";
+
   t.test("a Burstable container's limits and kubelet's unified settings are in its cgroup", async (t) => {
     await vm.run(`mkdir -p ${MANIFESTS} && cat >${KUBELET_CONFIG}`, { input: JSON.stringify(kubeletConfig(), null, 2) });
-    await vm.run(`cat >${MANIFESTS}/${POD}.json`, { input: JSON.stringify(podManifest(), null, 2) });
+    await vm.run(`cat >${MANIFESTS}/${POD}.json`, { input: JSON.stringify(LIMITS_POD, null, 2) });
     const since = Date.now();
     await vm.run(
       `systemd-run --unit=kubelet --description="kubelet (cridock VM test)" /usr/local/bin/kubelet --config=${KUBELET_CONFIG} --hostname-override=${NODE_NAME} --v=2`,
@@ -156,5 +178,43 @@ if (!existsSync(KUBELET)) {
     };
     t.comment(`${dir}: ${JSON.stringify(values)}`);
     t.same(values, { "memory.max": "67108864", "memory.swap.max": "0", "memory.oom.group": "1", "cpu.max": "20000 100000" });
+    limited = { id, dir };
+  });
+
+  // UpdateContainerResources without `unified` (crictl update): Docker's
+  // update goes through systemd, which put memory.oom.group back to 0
+  // before cridock wrote the container's values again after it.
+  t.test("an in-place resize keeps the unified values in force", { skip: noCrictl }, async (t) => {
+    if (!limited) return t.fail("no running container to resize (the test before failed)");
+    await vm.copy(CRICTL, "/usr/local/bin/crictl");
+    await vm.run(`${crictl} update --memory 100663296 ${limited.id}`, { timeoutMs: 180_000 });
+    const after = (await vm.run(`cat ${limited.dir}/memory.max ${limited.dir}/memory.oom.group ${limited.dir}/memory.swap.max`)).trim().split("\n");
+    t.same(after, ["100663296", "1", "0"], "memory.max resized; memory.oom.group and memory.swap.max as kubelet asked");
+  });
+
+  t.test("an OOM kill ends every process of the container: exit 137, reason OOMKilled", { skip: noCrictl }, async (t) => {
+    await vm.copy(CRICTL, "/usr/local/bin/crictl");
+    await vm.run(`cat >${MANIFESTS}/oom.json`, { input: JSON.stringify(OOM_POD, null, 2) });
+    const since = Date.now();
+    // kubelet reads the manifest directory every 20 s; then a sandbox, the container, its first exit.
+    let exited = "";
+    const deadline = Date.now() + 600_000;
+    while (Date.now() < deadline && !exited) {
+      exited = (await vm.run(`${crictl} ps -a -q --name '^hog$' --state exited`, { timeoutMs: 180_000 })).trim().split("\n")[0] ?? "";
+      if (!exited) await new Promise((r) => setTimeout(r, 5000));
+    }
+    if (!exited) {
+      const state = output(await vm.ssh(`${crictl} ps -a --name hog; journalctl -u kubelet --no-pager -o cat | grep -i hog | tail -n 10`));
+      t.fail(`the container never exited: the OOM kill did not take its shell\n${state}`);
+      return;
+    }
+    t.comment(`first attempt exited ${seconds(since)} after the manifest was written`);
+    const status = JSON.parse(await vm.run(`${crictl} inspect ${exited}`, { timeoutMs: 180_000 })) as {
+      status: { reason: string; exitCode: number; resources?: { linux?: { unified?: Record<string, string> } } };
+    };
+    t.equal(status.status.exitCode, 137, "killed by SIGKILL");
+    t.equal(status.status.reason, "OOMKilled", "reason OOMKilled");
+    const kills = output(await vm.ssh(`journalctl -k --no-pager -o cat | grep -c 'oom-kill:.*docker-${exited}'`));
+    t.comment(`kernel log lines for its OOM kill: ${kills}`);
   });
 }
