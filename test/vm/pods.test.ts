@@ -9,6 +9,10 @@
  *   run, and its own cgroup (a docker-<id>.scope under
  *   kubepods.slice/kubepods-burstable.slice) must hold memory.max 67108864,
  *   memory.swap.max 0, memory.oom.group 1 and cpu.max "20000 100000".
+ * - An in-place resize (UpdateContainerResources) with the unified values
+ *   still in force after it.
+ * - cridock restarted through systemd and killed -9 (systemd restarts it):
+ *   no container restarted, every line of a counter's CRI log once.
  * - One container OOM-killed under memory.oom.group: the whole container
  *   ends (exit 137) and its status says OOMKilled.
  *
@@ -96,6 +100,12 @@ const OOM_POD = podManifest("oom", {
   name: "hog",
   command: ["sh", "-c", "sleep 36000 & sleep 10; dd if=/dev/zero of=/dev/null bs=64M; wait"],
   resources: { limits: { memory: "32Mi" }, requests: { memory: "16Mi" } },
+});
+
+/** Writes a numbered line every 100 ms: its CRI log must hold each number once, in order, across cridock's restarts. */
+const COUNTER_POD = podManifest("counter", {
+  name: "count",
+  command: ["sh", "-c", "i=0; while true; do echo $i; i=$((i+1)); sleep 0.1; done"],
 });
 
 function output(r: RunResult): string {
@@ -190,6 +200,55 @@ if (!existsSync(KUBELET)) {
     await vm.run(`${crictl} update --memory 100663296 ${limited.id}`, { timeoutMs: 180_000 });
     const after = (await vm.run(`cat ${limited.dir}/memory.max ${limited.dir}/memory.oom.group ${limited.dir}/memory.swap.max`)).trim().split("\n");
     t.same(after, ["100663296", "1", "0"], "memory.max resized; memory.oom.group and memory.swap.max as kubelet asked");
+  });
+
+  // systemd restarts cridock (the package's upgrade path, an operator's
+  // restart) and brings it back after a kill -9 (Restart=on-failure): the
+  // pods run on untouched, and the CRI log misses and repeats nothing.
+  t.test("cridock restarted by systemd and killed -9: no container restarted, no log line lost", { skip: noCrictl }, async (t) => {
+    await vm.copy(CRICTL, "/usr/local/bin/crictl");
+    await vm.run(`cat >${MANIFESTS}/counter.json`, { input: JSON.stringify(COUNTER_POD, null, 2) });
+    let counter = "";
+    const deadline = Date.now() + 600_000;
+    while (Date.now() < deadline && !counter) {
+      counter = (await vm.run(`${crictl} ps -q --name '^count$' --state running`, { timeoutMs: 180_000 })).trim().split("\n")[0] ?? "";
+      if (!counter) await new Promise((r) => setTimeout(r, 5000));
+    }
+    if (!counter) return t.fail("the counter container never ran");
+    const started = async () => (await vm.run(`docker ps -q --no-trunc --filter label=io.kubernetes.docker.type=container | sort | xargs docker inspect -f '{{.Id}} {{.State.StartedAt}} {{.RestartCount}}'`)).trim();
+    const before = await started();
+    const active = async () => {
+      const until = Date.now() + 180_000;
+      while (Date.now() < until) {
+        if ((await vm.ssh("systemctl is-active cridock.service")).stdout.trim() === "active") return true;
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+      return false;
+    };
+    await vm.run("systemctl restart cridock.service", { timeoutMs: 300_000 });
+    t.ok(await active(), "active again after systemctl restart");
+    const pid = (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
+    await vm.run(`kill -9 ${pid}`);
+    // Restart=on-failure with RestartSec=2: a new main process, then ready.
+    const until = Date.now() + 180_000;
+    let again = pid;
+    while (Date.now() < until && (again === pid || again === "0")) {
+      await new Promise((r) => setTimeout(r, 2000));
+      again = (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
+    }
+    t.not(again, pid, `systemd started a new cridock after the kill -9 (pid ${pid} → ${again})`);
+    t.ok(await active(), "and it is active");
+    t.equal((await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 })).status, 0, "crictl answers");
+    // Lines written after the restarts are in the log too (the writer took up where it stopped).
+    await new Promise((r) => setTimeout(r, 5000));
+    t.equal(await started(), before, "every container still the same process: same start time, no restart");
+    const logPath = (JSON.parse(await vm.run(`${crictl} inspect ${counter}`, { timeoutMs: 180_000 })) as { status: { logPath: string } }).status.logPath;
+    const lines = (await vm.run(`cat ${logPath}`)).split("\n").filter((l) => l !== "");
+    const numbers = lines.map((l) => Number(l.split(" ").slice(3).join(" ")));
+    const gaps = numbers.filter((n, i) => i > 0 && n !== numbers[i - 1]! + 1);
+    t.ok(numbers.length > 20, `${numbers.length} lines logged`);
+    t.equal(numbers[0], 0, "from the first line");
+    t.same(gaps, [], "each number once, in order: nothing lost or repeated");
   });
 
   t.test("an OOM kill ends every process of the container: exit 137, reason OOMKilled", { skip: noCrictl }, async (t) => {
