@@ -71,14 +71,17 @@ load_images() {
 stop_engine() {
   local name="$1"
   stop_daemon "$name" 60
-  # dockerd unmounts its exec root on a clean stop; what a killed one left is unmounted here.
-  local run="$ENV_RUN_DIR/$name" mount
-  if [[ -d "$run" ]]; then
+  # dockerd unmounts its exec root, and the bind mount of its data root onto
+  # itself, on a clean stop; what a killed one left is unmounted here (else
+  # teardown --purge cannot remove the data root: "Device or resource busy").
+  local run="$ENV_RUN_DIR/$name" data="$ENV_STATE_DIR/$name" dir mount
+  for dir in "$run" "$data"; do
+    [[ -d "$dir" ]] || continue
     while read -r mount; do
       umount -l "$mount" 2>/dev/null || true
-    done < <(awk -v root="$run/" 'index($2, root) == 1 { print $2 }' /proc/self/mounts | sort -r)
-    rm -rf "$run"
-  fi
+    done < <(awk -v root="$dir" '$2 == root || index($2, root "/") == 1 { print $2 }' /proc/self/mounts | sort -r)
+  done
+  [[ -d "$run" ]] && rm -rf "$run"
   local bridge="${TEST_ENGINE_BRIDGE[$name]}"
   if ip link show "$bridge" >/dev/null 2>&1 && [[ -z "$(ip -o link show master "$bridge" 2>/dev/null)" ]]; then
     ip link delete "$bridge" type bridge && log "deleted bridge $bridge"
