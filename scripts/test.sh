@@ -291,13 +291,13 @@ prebuild_steps() {
   [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* || "$suites" == *" node-conformance "* ]] && engine29=1
   [[ " ${ENGINES[*]} " == *" docker29"* && "$suites" != " unit " ]] && engine29=1
   ((tests)) && steps+=(packages)
+  # Beside the others from the start (prebuild-tools.sh): mostly downloads.
+  [[ "$suites" == *" vm "* ]] && steps+=(vm-image)
   [[ "$suites" != " unit " ]] && steps+=(cri-tools)
   ((engine29)) && steps+=(docker-engine)
   if [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* || "$suites" == *" vm "* ]] || ((tests)); then steps+=(kubernetes); fi
   [[ "$suites" == *" cluster "* ]] && steps+=(cluster-images)
   ((tests)) && steps+=(kubernetes-tests conformance-images)
-  # The VM suite runs last.
-  [[ "$suites" == *" vm "* ]] && steps+=(vm-image)
   printf '%s\n' "${steps[@]}"
 }
 
