@@ -75,7 +75,9 @@ build_kubernetes() {
   mv "$scratch/out/server" "$scratch/out/etcd"
   "$scratch/out/kubelet" --version | grep -qx "Kubernetes $KUBERNETES_VERSION" ||
     die "the built kubelet reports '$("$scratch/out/kubelet" --version)', not $KUBERNETES_VERSION"
-  "$scratch/out/etcd" --version | grep -q "^etcd Version: ${ETCD_VERSION%-*}$" ||
+  # The output is taken whole before it is searched: grep -q leaves at its
+  # first match, and under pipefail the writer's SIGPIPE then failed the check.
+  grep -qx "etcd Version: ${ETCD_VERSION%-*}" <<<"$("$scratch/out/etcd" --version)" ||
     die "the built etcd reports '$("$scratch/out/etcd" --version | head -n 1)', not ${ETCD_VERSION%-*}"
   rm -rf "$KUBERNETES_BIN_DIR.new"
   mkdir -p "$KUBERNETES_BIN_DIR.new"
@@ -115,7 +117,7 @@ build_coredns() {
     "$go" mod tidy
     CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$scratch/coredns" "$COREDNS_MODULE"
   ) </dev/null >>"$BUILD_LOG" 2>&1 || die "building CoreDNS failed; see $BUILD_LOG"
-  "$scratch/coredns" -version | grep -q "^CoreDNS-${COREDNS_VERSION#v}$" ||
+  grep -qx "CoreDNS-${COREDNS_VERSION#v}" <<<"$("$scratch/coredns" -version)" ||
     die "the built CoreDNS reports '$("$scratch/coredns" -version | head -n 1)', not $COREDNS_VERSION"
   mkdir -p "$COREDNS_BIN_DIR"
   install -m 0755 "$scratch/coredns" "$COREDNS_BIN_DIR/coredns"
