@@ -78,7 +78,7 @@ build_tests() {
     CGO_ENABLED=0 nice -n 10 "$go" build -trimpath -tags providerless -ldflags "$(version_ldflags)" \
       -o "$scratch/out/" "${IMAGE_PACKAGES[@]}"
   ) </dev/null >>"$BUILD_LOG" 2>&1 || die "building the Kubernetes test binaries failed; see $BUILD_LOG"
-  "$scratch/out/ginkgo" version | grep -q "${ginkgo#v}" ||
+  grep -q "${ginkgo#v}" <<<"$("$scratch/out/ginkgo" version)" ||
     die "the built ginkgo reports '$("$scratch/out/ginkgo" version)', not $ginkgo"
   for pkg in e2e.test e2e_node.test; do
     "$scratch/out/$pkg" --help >/dev/null 2>&1 || die "the built $pkg does not run: see '$scratch/out/$pkg --help'"
