@@ -5,7 +5,8 @@
  * can be missed: a process that outgrows its limit within milliseconds of
  * starting (critest's `dd bs=20M` under 15 MiB) is sometimes killed before
  * the shim watches the cgroup, and Docker then reports exit 137 with
- * OOMKilled false (about 1 run in 20 on a loaded cgroup v1 host, Engine 29).
+ * OOMKilled false (6 of about 680 runs with Engine 29 on the cgroup v1 test
+ * host, Docker alone).
  * The kernel logs every kill, naming the task's memory cgroup, whose last
  * path element carries the container id under both cgroup drivers
  * (`/docker/<id>`, `…/docker-<id>.scope`). ContainerStatus asks here only

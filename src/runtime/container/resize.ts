@@ -72,7 +72,7 @@ export class ContainerResizer {
       previous = written.previous;
     }
     if (Object.keys(update).length === 0) return;
-    const held = dir ? await this.heldValues(dir, created, c, version, files) : [];
+    const held = dir ? await this.heldValues(dir, created, c, files) : [];
     try {
       await this.dockerUpdate(c.Id, name, update);
     } catch (err) {
@@ -88,15 +88,12 @@ export class ContainerResizer {
     return this.unified.containerDir(c.State.Pid, c.Id);
   }
 
-  /** The values the cgroup holds now for the creation-time keys this request does not write. */
-  private async heldValues(
-    dir: string,
-    created: Record<string, string>,
-    c: ContainerInspect,
-    version: number | undefined,
-    files: Record<string, string>,
-  ): Promise<[string, string][]> {
-    if (version !== 2) return [];
+  /**
+   * The values the cgroup holds now for the creation-time keys this request
+   * does not write. Only asked with the container's own cgroup in hand, which
+   * is looked for on cgroup v2 alone (v1 refuses keys that need the file).
+   */
+  private async heldValues(dir: string, created: Record<string, string>, c: ContainerInspect, files: Record<string, string>): Promise<[string, string][]> {
     const keys = Object.keys(planUnified(created, c.HostConfig, 2).files).filter((key) => !(key in files));
     const held: [string, string][] = [];
     for (const key of keys) {
