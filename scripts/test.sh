@@ -13,8 +13,9 @@
 # up, kubectl against it, down) and a fixed list of Kubernetes'
 # [NodeConformance] specs (e2e_node.test through scripts/k8s-conformance.sh
 # node), and last the cgroup v2 node suite (the .deb and a kubelet with the
-# systemd driver in the Debian 12 VM of scripts/vm-node.sh). The suites that need Kubernetes' binaries come last: on a fresh
-# machine those builds (in the background from the start) take longest.
+# systemd driver in the Debian 12 VM of scripts/vm-node.sh). The suites that
+# need Kubernetes' binaries come last: on a fresh machine those builds (in
+# the background from the start) take longest.
 # Ends with one line "N passed, N failed" (tap test points plus critest and
 # e2e_node specs, of every engine) and exits non-zero if anything failed.
 #
@@ -112,7 +113,8 @@ run_tap_suite() {
 # under qemu TCG and a kubelet there (docs/testing.md, "The cgroup v2 node").
 # The engine is the guest's own (Debian's docker.io), so it runs once. One
 # VM serves every file (CRIDOCK_VM_NODE): its boot, minutes of emulated CPU,
-# overlaps the .deb's build here, and it is powered off after the last file.
+# overlaps the .deb's build here (none when the packaging suite built it),
+# and it is powered off after the last file.
 VM_SUITE_NODE=suite
 run_vm() {
   local engine="$1" boot_status=0 deb=""
@@ -120,10 +122,8 @@ run_vm() {
   bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" image >/dev/null
   bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" start "$VM_SUITE_NODE" </dev/null &
   local boot_pid=$!
-  if (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/build-binary.ts && CRIDOCK_DEB_XZ_LEVEL=1 bash scripts/build-deb.sh) </dev/null; then
-    deb="$(ls -t "$CRIDOCK_REPO_ROOT"/dist/cridock_*_amd64.deb | head -n 1)"
-  fi
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubernetes.sh" >/dev/null
+  build_deb && deb="$BUILT_DEB"
+  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
   wait "$boot_pid" || boot_status=$?
   if [[ -z "$deb" || ! -f "$deb" ]] || ((boot_status != 0)); then
     SUMMARY_ARGS+=(--failed "vm@$engine=the .deb's build or the node's boot failed (boot: exit $boot_status; log: $ENV_LOG_DIR/vm-$VM_SUITE_NODE-console.log)")
@@ -161,11 +161,19 @@ run_e2e() {
 # The packaging suite (test/packaging): the executable, the .deb (xz level
 # 1: a few MiB larger than a release's, 40 s less CPU) and the tarball are
 # built, then tested; a failed build counts as a failure.
+# build_deb: the executable and the .deb (xz level 1, the fast build), once
+# per run: the packaging and vm suites both install it. BUILT_DEB is its path.
+BUILT_DEB=""
+build_deb() {
+  [[ -n "$BUILT_DEB" ]] && return 0
+  (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/build-binary.ts && CRIDOCK_DEB_XZ_LEVEL=1 bash scripts/build-deb.sh) </dev/null || return 1
+  BUILT_DEB="$(ls -t "$CRIDOCK_REPO_ROOT"/dist/cridock_*_amd64.deb | head -n 1)"
+}
+
 run_packaging() {
   local engine="$1"
   echo "# ---- building the executable, the .deb and the tarball"
-  if ! (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/build-binary.ts &&
-    CRIDOCK_DEB_XZ_LEVEL=1 bash scripts/build-deb.sh && bash scripts/build-tarball.sh) </dev/null; then
+  if ! build_deb || ! (cd "$CRIDOCK_REPO_ROOT" && bash scripts/build-tarball.sh) </dev/null; then
     SUMMARY_ARGS+=(--failed "packaging@$engine=building the executable or the packages failed")
     return 0
   fi
