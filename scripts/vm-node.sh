@@ -4,8 +4,9 @@
 # systemd cgroup driver; DESIGN.md "Nodes", docs/testing.md "The cgroup v2
 # node"). Made from Debian packages only, booted under qemu with TCG (no
 # KVM assumed), reached over ssh on a port of 127.0.0.1; the guest reaches
-# nothing else (qemu's user network with restrict=on), so what it needs is
-# in its image or copied in.
+# nothing else (qemu's user network with restrict=on) but the host's mirror
+# registry (VM_HOST_ADDR below), so what it needs is in its image, copied
+# in, or pulled from that registry.
 #
 #   vm-node.sh image             builds the disk image, kernel and initrd
 #                                unless the tools cache holds them for the
@@ -57,6 +58,14 @@ VM_STOP_TIMEOUT=90
 # about 2 MB/s under TCG whatever the cipher, which is 40 s for kubelet.
 VM_SHARE_TAG="cridock-host"
 VM_SHARE_MOUNT="/run/cridock-host"
+# The guest reaches the host at this address of qemu's user network, on
+# the ports listed only: qemu's guestfwd hands each connection to a socat
+# of its own that connects to the same port on the host's 127.0.0.1, where
+# the test environment's TLS mirror registry serves registry.k8s.io, gcr.io
+# and k8s.gcr.io (docs/testing.md, "Conformance"). restrict=on still keeps
+# the guest from everything else.
+VM_HOST_ADDR="10.0.2.100"
+VM_HOST_PORTS=(443)
 # root on the virtio disk, read-write from the start (no fsck, no remount),
 # the console on the serial port (the console log), and a panic ends qemu
 # (-no-reboot) instead of hanging until start's timeout. cgroup v2 alone is
@@ -358,12 +367,13 @@ ssh_answers() {
   vm_ssh "$1" true </dev/null >/dev/null 2>&1
 }
 
-# free_port: a port on 127.0.0.1 nothing listens on. Another process may
-# take it before qemu does; start then tries another.
+# free_port: a port on 127.0.0.1 nothing listens on, below Kubernetes'
+# NodePort range (30000-32767: the VM may run beside the cluster suite).
+# Another process may take it before qemu does; start then tries another.
 free_port() {
   local port i
   for ((i = 0; i < 100; i++)); do
-    port=$((20000 + RANDOM % 20000))
+    port=$((20000 + RANDOM % 10000))
     if [[ -z "$(ss -Htln "sport = :$port" 2>/dev/null)" ]]; then
       echo "$port"
       return 0
@@ -376,14 +386,17 @@ free_port() {
 # session, pid file, log), niced so the host's own work goes first.
 launch() {
   local name="$1" overlay="$2" port="$3" share="$4"
-  local console="$ENV_LOG_DIR/vm-$name-console.log"
+  local console="$ENV_LOG_DIR/vm-$name-console.log" netdev="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" p
+  for p in "${VM_HOST_PORTS[@]}"; do
+    netdev+=",guestfwd=tcp:$VM_HOST_ADDR:$p-cmd:socat STDIO TCP:127.0.0.1:$p"
+  done
   : >"$console"
   start_daemon "$(pid_file_name "$name")" nice -n 10 qemu-system-x86_64 \
     -name "cridock-vm-$name" -machine q35,accel=tcg -cpu max,la57=off -smp 2 -m "$VM_MEMORY_MB" \
     -nodefaults -display none -no-reboot \
     -kernel "$VM_IMAGE_DIR/vmlinuz" -initrd "$VM_IMAGE_DIR/initrd.img" -append "$VM_KERNEL_CMDLINE" \
     -drive "file=$overlay,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
-    -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" -device virtio-net-pci,netdev=n0 \
+    -netdev "$netdev" -device virtio-net-pci,netdev=n0 \
     -device virtio-rng-pci \
     -virtfs "local,path=$share,mount_tag=$VM_SHARE_TAG,security_model=none,readonly=on" \
     -serial "file:$console"

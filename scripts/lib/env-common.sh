@@ -95,7 +95,7 @@ CONFORMANCE_IMAGE_PACKAGES=(bind9-dnsutils netcat-openbsd iperf iproute2 curl pr
 # util-linux gives unshare (private mounts for the chroot) and flock.
 VM_HOST_PACKAGES=(
   qemu-system-x86 qemu-utils debootstrap debian-archive-keyring e2fsprogs
-  openssh-client iproute2 util-linux
+  openssh-client iproute2 util-linux socat
 )
 
 log() { printf 'cridock-env: %s\n' "$*" >&2; }

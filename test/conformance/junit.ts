@@ -29,14 +29,16 @@ function attribute(tag: string, name: string): string | undefined {
   return m ? decodeXml(m[1]!) : undefined;
 }
 
+/** Ginkgo reports its suite-level setup nodes as testcases too ("[BeforeSuite]", "[SynchronizedBeforeSuite]"). */
+const SUITE_NODE = /^\[(Synchronized)?(Before|After)Suite\]/;
+
 export function countJunit(xml: string): SpecCounts {
   const counts: SpecCounts = { passed: 0, failed: 0, skipped: 0, failures: [] };
   for (const m of xml.matchAll(/<testcase\b[^>]*>/g)) {
     const tag = m[0];
     const status = attribute(tag, "status") ?? "";
     const name = attribute(tag, "name") ?? "";
-    // Ginkgo reports its suite-level setup nodes as testcases too ("[BeforeSuite]", "[SynchronizedBeforeSuite]").
-    const isSuiteNode = /^\[(Synchronized)?(Before|After)Suite\]/.test(name);
+    const isSuiteNode = SUITE_NODE.test(name);
     if (status === "passed") {
       if (!isSuiteNode) counts.passed++;
     } else if (FAILED_STATES.has(status)) {
@@ -47,6 +49,16 @@ export function countJunit(xml: string): SpecCounts {
     }
   }
   return counts;
+}
+
+/** The names of the specs that passed ("[It] [k8s.io] ..."), suite nodes left out. */
+export function passedSpecs(xml: string): string[] {
+  const names: string[] = [];
+  for (const m of xml.matchAll(/<testcase\b[^>]*>/g)) {
+    const name = attribute(m[0], "name") ?? "";
+    if (attribute(m[0], "status") === "passed" && !SUITE_NODE.test(name)) names.push(name);
+  }
+  return names;
 }
 
 /** Ginkgo's closing line, "Ran 2 of 151 Specs ... SUCCESS! -- 2 Passed | 0 Failed | 0 Pending | 149 Skipped", as a fallback. */

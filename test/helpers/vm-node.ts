@@ -16,7 +16,7 @@ import { CATALOG } from "../../scripts/images/catalog.ts";
 import { imageConfig, writeDockerArchive, type ImageRunConfig } from "../../scripts/images/docker-archive.ts";
 import { buildLayer, type LayerEntry } from "../../scripts/images/layer.ts";
 import { REPO_ROOT } from "./cridock-process.ts";
-import { DEFAULT_PAUSE_IMAGE } from "./env.ts";
+import { DEFAULT_PAUSE_IMAGE, MIRROR_CA_FILE, MIRRORED_REGISTRIES } from "./env.ts";
 
 const SCRIPT = join(REPO_ROOT, "scripts/vm-node.sh");
 
@@ -89,9 +89,11 @@ export class VmNode {
   /**
    * Builds the image if its inputs changed (about 15 minutes), then boots a
    * VM of that name on an overlay and waits for its ssh (a few minutes).
+   * memoryMb: the guest's memory (vm-node.sh's default otherwise).
    */
-  static async start(name: string, timeoutMs = 40 * 60_000): Promise<VmNode> {
-    const r = await runCommand("bash", [SCRIPT, "start", name], { timeoutMs, progress: true });
+  static async start(name: string, { timeoutMs = 40 * 60_000, memoryMb }: { timeoutMs?: number; memoryMb?: number } = {}): Promise<VmNode> {
+    const env: Record<string, string> = memoryMb ? { CRIDOCK_VM_MEMORY_MB: String(memoryMb) } : {};
+    const r = await runCommand("bash", [SCRIPT, "start", name], { timeoutMs, progress: true, env });
     if (r.status !== 0) {
       // A VM a timeout left behind does not outlive the test.
       await runCommand("bash", [SCRIPT, "stop", name], { timeoutMs: 150_000 });
@@ -136,7 +138,7 @@ export const DEB_PATH = join(REPO_ROOT, `dist/cridock_${CRIDOCK_VERSION}_amd64.d
  */
 export async function suiteNode(t: { teardown(fn: () => unknown): void }, name: string): Promise<VmNode> {
   const shared = process.env.CRIDOCK_VM_NODE;
-  if (shared) return VmNode.start(shared, 600_000);
+  if (shared) return VmNode.start(shared, { timeoutMs: 600_000 });
   const vm = await VmNode.start(name);
   t.teardown(() => vm.stop());
   return vm;
@@ -211,4 +213,22 @@ export async function loadImage(vm: VmNode, archive: string): Promise<void> {
   const guestPath = `/root/${basename(archive)}`;
   await vm.copy(archive, guestPath);
   await vm.run(`docker load --quiet --input ${guestPath} && rm ${guestPath}`, { timeoutMs: 300_000 });
+}
+
+/** The host as the guest reaches it (VM_HOST_ADDR in scripts/vm-node.sh): port 443 there is the host's mirror registry. */
+export const VM_HOST_ADDR = "10.0.2.100";
+
+/**
+ * Lets the guest's dockerd pull what the host's pulls from the test
+ * environment's mirror registry (docs/testing.md, "Conformance"): each of
+ * MIRRORED_REGISTRIES resolves to VM_HOST_ADDR in the guest's /etc/hosts
+ * (one marked line), and dockerd trusts the mirror's CA for it
+ * (/etc/docker/certs.d, read at each pull). The mirror must be up on the
+ * host (scripts/env-setup.sh).
+ */
+export async function trustHostMirror(vm: VmNode): Promise<void> {
+  await vm.copy(MIRROR_CA_FILE, "/root/cridock-mirror-ca.crt");
+  const marker = "# cridock test mirror registry";
+  const certs = MIRRORED_REGISTRIES.map((host) => `install -D -m 0644 /root/cridock-mirror-ca.crt /etc/docker/certs.d/${host}/ca.crt`).join(" && ");
+  await vm.run(`grep -qF '${marker}' /etc/hosts || echo '${VM_HOST_ADDR} ${MIRRORED_REGISTRIES.join(" ")} ${marker}' >>/etc/hosts; ${certs}`);
 }

@@ -5,7 +5,7 @@
  */
 import t from "tap";
 import { countTap } from "../../scripts/lib/tap-count.ts";
-import { countJunit, countSummaryLine } from "../../test/conformance/junit.ts";
+import { countJunit, countSummaryLine, passedSpecs } from "../../test/conformance/junit.ts";
 
 const TAP_RUN = `TAP version 14
 # Subtest: test/unit/a.test.ts
@@ -70,6 +70,10 @@ t.test("JUnit: specs by status; the suite setup node is not a spec", async (t) =
   const counts = countJunit(JUNIT);
   t.same([counts.passed, counts.failed, counts.skipped], [1, 1, 2]);
   t.same(counts.failures, ["[It] [k8s.io] Runtime info runtime should return runtime conditions [Conformance]"]);
+});
+
+t.test("JUnit: the names of the specs that passed, without the suite setup node", async (t) => {
+  t.same(passedSpecs(JUNIT), ["[It] [k8s.io] Runtime info runtime should return version info [Conformance]"]);
 });
 
 t.test("JUnit: a failed suite setup is a failure", async (t) => {
