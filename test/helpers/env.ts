@@ -70,8 +70,13 @@ export const TEST_CNI_BRIDGE = "cridock-t0";
 export const TEST_CNI_NETWORK = "cridock-test";
 export const TEST_CNI_SUBNET = "10.89.0.0/16";
 
-/** Where scripts/install-cri-tools.sh puts crictl and critest (CRIDOCK_TOOLS_DIR overrides, as for the script). */
-export const CRI_TOOLS_BIN_DIR = join(process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools", "bin");
+/** The tools cache of the install scripts (CRIDOCK_TOOLS_DIR overrides, as for them). */
+const TOOLS_DIR = process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools";
+/** Where scripts/install-cri-tools.sh puts crictl and critest. */
+export const CRI_TOOLS_BIN_DIR = join(TOOLS_DIR, "bin");
+/** The Kubernetes release scripts/install-kubernetes.sh builds (KUBERNETES_VERSION in scripts/lib/env-common.sh), and where. */
+export const KUBERNETES_VERSION = process.env.CRIDOCK_KUBERNETES_VERSION ?? "v1.36.3";
+export const KUBERNETES_BIN_DIR = join(TOOLS_DIR, "kubernetes", KUBERNETES_VERSION, "bin");
 export const CRICTL = join(CRI_TOOLS_BIN_DIR, "crictl");
 export const CRITEST = join(CRI_TOOLS_BIN_DIR, "critest");
 

@@ -8,13 +8,21 @@
  *   memory.swap.max for every container on cgroup v2; the container must
  *   run, and its own cgroup (a docker-<id>.scope under
  *   kubepods.slice/kubepods-burstable.slice) must hold memory.max 67108864,
- *   memory.swap.max 0, memory.oom.group 1 and cpu.max "20000 100000".
+ *   memory.swap.max 0 (NoSwap, with a swap file on), memory.oom.group 1 and
+ *   cpu.max "20000 100000".
+ * - kubelet's stats summary with PodAndContainerStatsFromCRI: CPU, memory
+ *   and PSI for that pod and container, from cridock.
  * - An in-place resize (UpdateContainerResources) with the unified values
  *   still in force after it.
  * - cridock restarted through systemd and killed -9 (systemd restarts it):
  *   no container restarted, every line of a counter's CRI log once.
  * - One container OOM-killed under memory.oom.group: the whole container
  *   ends (exit 137) and its status says OOMKilled.
+ *
+ * LimitedSwap is not tested here: kubelet counts static pods as critical,
+ * and gives a critical pod's containers no swap whatever the behaviour
+ * (GetContainerSwapBehavior). test/vm-kubeadm checks it on an API
+ * server's pod.
  *
  * kubelet is the one scripts/install-kubernetes.sh builds; without it the
  * test is skipped. The guest reaches no registry: the pause image
@@ -33,17 +41,21 @@ import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CRICTL, DEFAULT_PAUSE_IMAGE, REGISTRY } from "../helpers/env.ts";
+import { CRICTL, DEFAULT_PAUSE_IMAGE, KUBERNETES_BIN_DIR, REGISTRY } from "../helpers/env.ts";
 import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
 
-const KUBELET = join(process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools", "kubernetes", "v1.36.3", "bin", "kubelet");
+const KUBELET = join(KUBERNETES_BIN_DIR, "kubelet");
 /** A small busybox (sh, sleep, dd) for the pods' containers. */
 const BUSYBOX = `${REGISTRY}/cridock-test/busybox-vm:1`;
 const NODE_NAME = "cridock-vm";
 const MANIFESTS = "/etc/kubernetes/manifests";
 const KUBELET_CONFIG = "/etc/kubernetes/kubelet-config.json";
 const POD = "limits";
+const READ_ONLY_PORT = 10255;
+/** A swap file, on from before kubelet starts: kubelet's NoSwap must still give memory.swap.max 0. */
+const SWAP_FILE = "/cridock-test.swap";
+const SWAP_SIZE = "512M";
 
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
 
@@ -55,6 +67,15 @@ async function buildImages(dir: string): Promise<string[]> {
   return archives;
 }
 
+/**
+ * kubelet's defaults with the systemd driver, besides what a standalone
+ * kubelet needs, and:
+ * - swap left on (failSwapOn false), with its default behaviour, NoSwap;
+ * - PodAndContainerStatsFromCRI (alpha): pod and container stats, PSI
+ *   included, from cridock's ListPodSandboxStats rather than cAdvisor;
+ * - the read-only port on the guest's loopback, for /stats/summary with
+ *   busybox's wget.
+ */
 function kubeletConfig(): Record<string, unknown> {
   return {
     apiVersion: "kubelet.config.k8s.io/v1beta1",
@@ -66,15 +87,38 @@ function kubeletConfig(): Record<string, unknown> {
     address: "127.0.0.1",
     authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
     authorization: { mode: "AlwaysAllow" },
+    readOnlyPort: READ_ONLY_PORT,
+    failSwapOn: false,
+    memorySwap: { swapBehavior: "NoSwap" },
+    featureGates: { PodAndContainerStatsFromCRI: true },
   };
 }
 
-function podManifest(name: string, container: Record<string, unknown>): Record<string, unknown> {
+/** kubelet as a transient systemd unit, with CONFIG written first (a unit stopped before is gone). */
+async function startKubelet(vm: VmNode, config: Record<string, unknown>): Promise<void> {
+  await vm.run(`mkdir -p ${MANIFESTS} && cat >${KUBELET_CONFIG}`, { input: JSON.stringify(config, null, 2) });
+  await vm.run(
+    `systemd-run --unit=kubelet --description="kubelet (cridock VM test)" /usr/local/bin/kubelet --config=${KUBELET_CONFIG} --hostname-override=${NODE_NAME} --v=2`,
+  );
+}
+
+/** Polls FN every 5 s until it returns something, or the deadline passes (then undefined). */
+async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs = 600_000): Promise<T | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    await new Promise((r) => setTimeout(r, 5000));
+  }
+  return undefined;
+}
+
+function podManifest(name: string, ...containers: Record<string, unknown>[]): Record<string, unknown> {
   return {
     apiVersion: "v1",
     kind: "Pod",
     metadata: { name, namespace: "default" },
-    spec: { terminationGracePeriodSeconds: 5, containers: [{ image: BUSYBOX, imagePullPolicy: "Never", ...container }] },
+    spec: { terminationGracePeriodSeconds: 5, containers: containers.map((c) => ({ image: BUSYBOX, imagePullPolicy: "Never", ...c })) },
   };
 }
 
@@ -122,7 +166,11 @@ if (!existsSync(KUBELET)) {
   if (booted.status === "rejected") throw booted.reason;
   const vm = booted.value;
   // A shared node is left without kubelet and its pods for the next file.
-  t.teardown(() => vm.ssh("systemctl stop kubelet; rm -f /etc/kubernetes/manifests/*; docker ps -aq --filter label=io.kubernetes.docker.type | xargs -r docker rm -f", { timeoutMs: 300_000 }));
+  t.teardown(() =>
+    vm.ssh(`systemctl stop kubelet; rm -f ${MANIFESTS}/*; docker ps -aq --filter label=io.kubernetes.docker.type | xargs -r docker rm -f; swapoff ${SWAP_FILE}; rm -f ${SWAP_FILE}`, {
+      timeoutMs: 300_000,
+    }),
+  );
   if (built.status === "rejected") throw built.reason;
   if (images.status === "rejected") throw images.reason;
   t.comment(`VM booted, .deb and images built in ${seconds(started)}`);
@@ -139,6 +187,10 @@ if (!existsSync(KUBELET)) {
     t.comment(`kubelet copied in ${seconds(since)}`);
     t.match(await vm.run("/usr/local/bin/kubelet --version", { timeoutMs: 300_000 }), /^Kubernetes v1\.36\.3$/m, "kubelet v1.36.3 runs in the guest");
     t.match(await vm.run("docker image ls --format '{{.Repository}}:{{.Tag}}'"), new RegExp(`^${DEFAULT_PAUSE_IMAGE.replace(/\./g, "\\.")}$`, "m"), "the pause image is loaded");
+    await vm.run(
+      `swapon --show=NAME --noheadings | grep -qx ${SWAP_FILE} || { fallocate -l ${SWAP_SIZE} ${SWAP_FILE} && chmod 0600 ${SWAP_FILE} && mkswap ${SWAP_FILE} >/dev/null && swapon ${SWAP_FILE}; }`,
+    );
+    t.match(await vm.run("swapon --show=NAME --noheadings"), new RegExp(`^${SWAP_FILE}$`, "m"), "a swap file is on");
   });
 
   /** The Burstable container and its own cgroup directory, once it runs. */
@@ -147,12 +199,9 @@ if (!existsSync(KUBELET)) {
   const crictl = "crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s";
 
   t.test("a Burstable container's limits and kubelet's unified settings are in its cgroup", async (t) => {
-    await vm.run(`mkdir -p ${MANIFESTS} && cat >${KUBELET_CONFIG}`, { input: JSON.stringify(kubeletConfig(), null, 2) });
-    await vm.run(`cat >${MANIFESTS}/${POD}.json`, { input: JSON.stringify(LIMITS_POD, null, 2) });
+    await vm.run(`mkdir -p ${MANIFESTS} && cat >${MANIFESTS}/${POD}.json`, { input: JSON.stringify(LIMITS_POD, null, 2) });
     const since = Date.now();
-    await vm.run(
-      `systemd-run --unit=kubelet --description="kubelet (cridock VM test)" /usr/local/bin/kubelet --config=${KUBELET_CONFIG} --hostname-override=${NODE_NAME} --v=2`,
-    );
+    await startKubelet(vm, kubeletConfig());
     // The container, once kubelet has made the pod (about a minute under
     // TCG); kubelet retries a refused CreateContainer for ever, so the
     // first refusal in its log ends the wait.
@@ -191,6 +240,45 @@ if (!existsSync(KUBELET)) {
     limited = { id, dir };
   });
 
+  // With PodAndContainerStatsFromCRI kubelet's summary is what cridock's
+  // ListPodSandboxStats says, read from the pod's and the container's
+  // cgroup v2 directories (systemd slices and scopes), PSI included.
+  t.test("kubelet's stats summary from CRI: usage and PSI for the pod and its container", async (t) => {
+    if (!limited) return t.fail("no running container (the test before failed)");
+    type Psi = { some: { total: number }; full: { total: number } };
+    type Usage = { cpu?: { usageCoreNanoSeconds?: number; psi?: Psi }; memory?: { workingSetBytes?: number; psi?: Psi }; io?: { psi?: Psi } };
+    type PodStats = Usage & { podRef: { name: string }; containers?: (Usage & { name: string })[] };
+    const summary = async () => JSON.parse(await vm.run(`busybox wget -q -O - http://127.0.0.1:${READ_ONLY_PORT}/stats/summary`)) as { pods?: PodStats[] };
+    // The first summary after the pod starts may lack what needs two samples; a minute at most.
+    const pod = await waitFor(async () => {
+      const found = (await summary()).pods?.find((p) => p.podRef.name === `${POD}-${NODE_NAME}`);
+      return found?.cpu?.psi && found.containers?.find((c) => c.name === "app")?.cpu?.psi ? found : undefined;
+    }, 120_000);
+    if (!pod) {
+      const pods = (await summary()).pods ?? [];
+      return t.fail(`no stats with PSI for pod ${POD}: ${JSON.stringify(pods.find((p) => p.podRef.name.startsWith(POD))).slice(0, 3000)}`);
+    }
+    const app = pod.containers!.find((c) => c.name === "app")!;
+    for (const [what, usage] of [["the pod", pod], ["its container", app]] as const) {
+      t.ok((usage.cpu?.usageCoreNanoSeconds ?? 0) > 0, `${what}: CPU time`);
+      t.ok((usage.memory?.workingSetBytes ?? 0) > 0, `${what}: working set`);
+      for (const resource of ["cpu", "memory", "io"] as const) {
+        const psi = usage[resource]?.psi;
+        t.ok(psi && typeof psi.some.total === "number" && typeof psi.full.total === "number", `${what}: ${resource} PSI`);
+      }
+    }
+    // The totals only grow, and the summary counts nanoseconds (as CRI
+    // does) where the kernel's file counts microseconds: read between two
+    // reads of the container's cpu.pressure, the summary's total lies
+    // between them (a sleeping container's rarely moves at all).
+    const pressureFile = `${limited.dir}/cpu.pressure`;
+    const cpuStall = async () => Number((await vm.run(`cat ${pressureFile}`)).match(/^some .*total=(\d+)/m)![1]) * 1000;
+    const before = await cpuStall();
+    const total = (await summary()).pods?.find((p) => p.podRef.name === `${POD}-${NODE_NAME}`)?.containers?.find((c) => c.name === "app")?.cpu?.psi?.some.total;
+    const after = await cpuStall();
+    t.ok(total !== undefined && before <= total && total <= after, `the container's CPU stall in the summary, ${total} ns, is its cgroup's: ${before}..${after} ns`);
+  });
+
   // UpdateContainerResources without `unified` (crictl update): Docker's
   // update goes through systemd, which put memory.oom.group back to 0
   // before cridock wrote the container's values again after it.
@@ -208,12 +296,7 @@ if (!existsSync(KUBELET)) {
   t.test("cridock restarted by systemd and killed -9: no container restarted, no log line lost", { skip: noCrictl }, async (t) => {
     await vm.copy(CRICTL, "/usr/local/bin/crictl");
     await vm.run(`cat >${MANIFESTS}/counter.json`, { input: JSON.stringify(COUNTER_POD, null, 2) });
-    let counter = "";
-    const deadline = Date.now() + 600_000;
-    while (Date.now() < deadline && !counter) {
-      counter = (await vm.run(`${crictl} ps -q --name '^count$' --state running`, { timeoutMs: 180_000 })).trim().split("\n")[0] ?? "";
-      if (!counter) await new Promise((r) => setTimeout(r, 5000));
-    }
+    const counter = await waitFor(async () => (await vm.run(`${crictl} ps -q --name '^count$' --state running`, { timeoutMs: 180_000 })).trim().split("\n")[0] || undefined);
     if (!counter) return t.fail("the counter container never ran");
     const started = async () => (await vm.run(`docker ps -q --no-trunc --filter label=io.kubernetes.docker.type=container | sort | xargs docker inspect -f '{{.Id}} {{.State.StartedAt}} {{.RestartCount}}'`)).trim();
     const before = await started();
@@ -256,12 +339,7 @@ if (!existsSync(KUBELET)) {
     await vm.run(`cat >${MANIFESTS}/oom.json`, { input: JSON.stringify(OOM_POD, null, 2) });
     const since = Date.now();
     // kubelet reads the manifest directory every 20 s; then a sandbox, the container, its first exit.
-    let exited = "";
-    const deadline = Date.now() + 600_000;
-    while (Date.now() < deadline && !exited) {
-      exited = (await vm.run(`${crictl} ps -a -q --name '^hog$' --state exited`, { timeoutMs: 180_000 })).trim().split("\n")[0] ?? "";
-      if (!exited) await new Promise((r) => setTimeout(r, 5000));
-    }
+    const exited = await waitFor(async () => (await vm.run(`${crictl} ps -a -q --name '^hog$' --state exited`, { timeoutMs: 180_000 })).trim().split("\n")[0] || undefined);
     if (!exited) {
       const state = output(await vm.ssh(`${crictl} ps -a --name hog; journalctl -u kubelet --no-pager -o cat | grep -i hog | tail -n 10`));
       t.fail(`the container never exited: the OOM kill did not take its shell\n${state}`);

@@ -12,10 +12,9 @@ import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import type { Test } from "tap";
-import { CRICTL } from "../../helpers/env.ts";
+import { CRICTL, KUBERNETES_BIN_DIR } from "../../helpers/env.ts";
 
-const TOOLS_DIR = process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools";
-export const CLUSTER_BIN_DIR = process.env.CRIDOCK_CLUSTER_BIN_DIR ?? join(TOOLS_DIR, "kubernetes", "v1.36.3", "bin");
+export const CLUSTER_BIN_DIR = process.env.CRIDOCK_CLUSTER_BIN_DIR ?? KUBERNETES_BIN_DIR;
 export const KUBECTL = join(CLUSTER_BIN_DIR, "kubectl");
 export const KUBECONFIG = process.env.KUBECONFIG || "/etc/kubernetes/admin.conf";
 export const CLUSTER_CRI_ENDPOINT = "unix:///run/cridock-cluster/cridock.sock";
