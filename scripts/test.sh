@@ -136,6 +136,82 @@ run_vm() {
   bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" stop "$VM_SUITE_NODE" </dev/null || true
 }
 
+# The vm suite beside the host's kubelet suites: run_vm in a background
+# subshell from the start of the first of e2e, cluster and node-conformance
+# that the run has before vm (they need Kubernetes built, as the node's
+# kubelet does), its output kept in a file and shown, with its results
+# counted, when the loop reaches vm. The guest's CPU is emulated, and qemu
+# runs niced (vm-node.sh), so it takes the cycles the host's suites leave
+# while they wait on kubelet and the cluster; alone, its ten or so minutes
+# would come on top of theirs.
+VM_BESIDE_PID=""
+VM_BESIDE_STARTED=0
+start_vm_beside() {
+  local engine="$1"
+  VM_BESIDE_STARTED=$SECONDS
+  log "the vm suite runs beside the suites from here on (log: $RESULTS_DIR/vm-beside.log)"
+  (
+    local before=${#SUMMARY_ARGS[@]} started=$SECONDS
+    run_vm "$engine"
+    # One element a line: what run_vm added, for collect_vm_beside.
+    printf '%s\n' "${SUMMARY_ARGS[@]:before}" >"$RESULTS_DIR/vm-beside.args"
+    echo "$((SECONDS - started))" >"$RESULTS_DIR/vm-beside.seconds"
+  ) </dev/null >"$RESULTS_DIR/vm-beside.log" 2>&1 &
+  VM_BESIDE_PID=$!
+}
+
+# collect_vm_beside ENGINE: waits for the background vm suite, prints its
+# output and adds its results and time.
+collect_vm_beside() {
+  local engine="$1" waited=$SECONDS status=0 args=()
+  wait "$VM_BESIDE_PID" || status=$?
+  VM_BESIDE_PID=""
+  waited=$((SECONDS - waited))
+  cat "$RESULTS_DIR/vm-beside.log"
+  if [[ -f "$RESULTS_DIR/vm-beside.args" ]]; then
+    mapfile -t args <"$RESULTS_DIR/vm-beside.args"
+    SUMMARY_ARGS+=("${args[@]}")
+  else
+    SUMMARY_ARGS+=(--failed "vm@$engine=the background vm suite exited with $status before reporting")
+  fi
+  TIMES+=("vm@$engine $(cat "$RESULTS_DIR/vm-beside.seconds" 2>/dev/null || echo '?') s, beside the suites before; $waited s waited for after them")
+}
+
+# stop_vm_beside: on an early exit, the background suite and its VM go too.
+stop_vm_beside() {
+  [[ -n "$VM_BESIDE_PID" ]] || return 0
+  kill_tree "$VM_BESIDE_PID"
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" stop "$VM_SUITE_NODE" </dev/null >/dev/null 2>&1 || true
+}
+
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill -TERM "$1" 2>/dev/null || true
+}
+
+# kubeadm on the cgroup v2 node (test/vm-kubeadm): the file boots a VM of
+# its own (3 GiB), installs the .deb there and runs `kubeadm init`, which
+# pulls the control plane's images from the host's mirror registry
+# (cluster-images.sh pushes them). Not in the default run: the control
+# plane alone takes minutes of emulated CPU to come up, and the whole file
+# more than CI's budget leaves (docs/testing.md, "kubeadm on the node").
+run_vm_kubeadm() {
+  local engine="$1" deb=""
+  echo "# ---- vm-kubeadm@$engine (kubeadm on the cgroup v2 node)"
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" image >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubernetes.sh" >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/cluster-images.sh"
+  build_deb && deb="$BUILT_DEB"
+  if [[ -z "$deb" || ! -f "$deb" ]]; then
+    SUMMARY_ARGS+=(--failed "vm-kubeadm@$engine=the .deb's build failed")
+    return 0
+  fi
+  SUITE_ENV=(CRIDOCK_VM_DEB="$deb")
+  run_tap_suite vm-kubeadm "$engine" --jobs=1 --timeout=3600 --disable-coverage
+  SUITE_ENV=()
+}
+
 # The kubelet suite (test/e2e), with the evented PLEG (and the generic one on
 # request). kubelet is built (and cached) first; each test file starts its
 # own private dockerd (the same engine build as ENGINE, so kubelet meets
@@ -300,11 +376,11 @@ prebuild_steps() {
   [[ " ${ENGINES[*]} " == *" docker29"* && "$suites" != " unit " ]] && engine29=1
   ((tests)) && steps+=(packages)
   # Beside the others from the start (prebuild-tools.sh): mostly downloads.
-  [[ "$suites" == *" vm "* ]] && steps+=(vm-image)
+  [[ "$suites" == *" vm "* || "$suites" == *" vm-kubeadm "* ]] && steps+=(vm-image)
   [[ "$suites" != " unit " ]] && steps+=(cri-tools)
   ((engine29)) && steps+=(docker-engine)
-  if [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* || "$suites" == *" vm "* ]] || ((tests)); then steps+=(kubernetes); fi
-  [[ "$suites" == *" cluster "* ]] && steps+=(cluster-images)
+  if [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* || "$suites" == *" vm"* ]] || ((tests)); then steps+=(kubernetes); fi
+  [[ "$suites" == *" cluster "* || "$suites" == *" vm-kubeadm "* ]] && steps+=(cluster-images)
   ((tests)) && steps+=(kubernetes-tests conformance-images)
   printf '%s\n' "${steps[@]}"
 }
@@ -380,7 +456,7 @@ main() {
   local setup_seconds=$SECONDS
   RESULTS_DIR="$(mktemp -d /tmp/cridock-test-results.XXXXXX)"
   # shellcheck disable=SC2064  # expand now
-  trap "stop_prebuild; rm -rf '$RESULTS_DIR'" EXIT
+  trap "stop_vm_beside; stop_prebuild; rm -rf '$RESULTS_DIR'" EXIT
   prepare "${suites[@]}"
   setup_seconds=$((SECONDS - setup_seconds))
   local suite engine started
@@ -389,7 +465,12 @@ main() {
   [[ " ${ENGINES[*]} " == *" $PRIMARY_ENGINE "* ]] && PRIMARY="$PRIMARY_ENGINE"
   local ordered=()
   mapfile -t ordered < <(run_order)
+  local vm_beside=0
+  [[ " ${suites[*]} " == *" vm "* && "${CRIDOCK_VM_BESIDE:-1}" == 1 ]] && vm_beside=1
   for suite in "${suites[@]}"; do
+    if ((vm_beside)) && [[ "$suite" == e2e || "$suite" == cluster || "$suite" == node-conformance ]] && [[ -z "$VM_BESIDE_PID" ]]; then
+      start_vm_beside "$PRIMARY"
+    fi
     for engine in "${ordered[@]}"; do
       if [[ "$engine" != "$PRIMARY" ]] && ! engine_runs "$engine" "$suite"; then continue; fi
       [[ "$suite" == unit ]] || ensure_suite_prerequisites "$engine"
@@ -405,7 +486,14 @@ main() {
         e2e) run_e2e "$engine" ;;
         cluster) run_cluster "$engine" ;;
         node-conformance) run_node_conformance "$engine" ;;
-        vm) run_vm "$engine" ;;
+        vm)
+          if [[ -n "$VM_BESIDE_PID" ]]; then
+            collect_vm_beside "$engine"
+            continue
+          fi
+          run_vm "$engine"
+          ;;
+        vm-kubeadm) run_vm_kubeadm "$engine" ;;
         deno)
           # cridock runs under Deno here, which writes no coverage Node's tooling reads.
           run_tap_suite deno "$engine" --jobs=1 --timeout=300 --disable-coverage
@@ -420,7 +508,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance, vm)" ;;
+        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance, vm, vm-kubeadm)" ;;
       esac
       TIMES+=("$suite@$engine $((SECONDS - started)) s")
     done
