@@ -86,23 +86,25 @@ kind: ClusterConfiguration
 kubernetesVersion: ${KUBERNETES_VERSION}
 `;
 
-/** Writes a line, then waits; its image is critest's busybox, which the mirror serves. */
-const DEPLOYMENT = {
-  apiVersion: "apps/v1",
-  kind: "Deployment",
-  metadata: { name: APP, namespace: "default" },
-  spec: {
-    replicas: 1,
-    selector: { matchLabels: { app: APP } },
-    template: {
-      metadata: { labels: { app: APP } },
-      spec: {
-        terminationGracePeriodSeconds: 5,
-        containers: [{ name: APP, image: CRITEST_BUSYBOX, command: ["sh", "-c", "echo hello from cridock; exec sleep 36000"] }],
+/** A one-replica Deployment of NAME whose one container (also NAME) runs critest's busybox, which the mirror serves. */
+function deployment(name: string, container: Record<string, unknown>): Record<string, unknown> {
+  return {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name, namespace: "default" },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: { terminationGracePeriodSeconds: 5, containers: [{ name, image: CRITEST_BUSYBOX, ...container }] },
       },
     },
-  },
-};
+  };
+}
+
+/** Writes a line, then waits. */
+const DEPLOYMENT = deployment(APP, { command: ["sh", "-c", "echo hello from cridock; exec sleep 36000"] });
 
 /** Pod-level resources around one container's, each resizable in place without a restart. */
 const RESIZE = "resize";
@@ -134,23 +136,7 @@ const POD_RESIZE = { spec: { resources: { requests: { cpu: "200m", memory: "64Mi
 
 /** Burstable, with a memory request below its limit: LimitedSwap gives it swap. */
 const SWAP_APP = "swapper";
-const SWAP_DEPLOYMENT = {
-  ...DEPLOYMENT,
-  metadata: { name: SWAP_APP, namespace: "default" },
-  spec: {
-    ...DEPLOYMENT.spec,
-    selector: { matchLabels: { app: SWAP_APP } },
-    template: {
-      metadata: { labels: { app: SWAP_APP } },
-      spec: {
-        terminationGracePeriodSeconds: 5,
-        containers: [
-          { name: SWAP_APP, image: CRITEST_BUSYBOX, command: ["sleep", "36000"], resources: { requests: { memory: "32Mi" }, limits: { memory: "64Mi" } } },
-        ],
-      },
-    },
-  },
-};
+const SWAP_DEPLOYMENT = deployment(SWAP_APP, { command: ["sleep", "36000"], resources: { requests: { memory: "32Mi" }, limits: { memory: "64Mi" } } });
 
 const seconds = (since: number) => Math.round((Date.now() - since) / 1000);
 
