@@ -145,10 +145,8 @@ run_vm() {
 # while they wait on kubelet and the cluster; alone, its ten or so minutes
 # would come on top of theirs.
 VM_BESIDE_PID=""
-VM_BESIDE_STARTED=0
 start_vm_beside() {
   local engine="$1"
-  VM_BESIDE_STARTED=$SECONDS
   log "the vm suite runs beside the suites from here on (log: $RESULTS_DIR/vm-beside.log)"
   (
     local before=${#SUMMARY_ARGS[@]} started=$SECONDS
@@ -234,9 +232,6 @@ run_e2e() {
   SUITE_ENV=()
 }
 
-# The packaging suite (test/packaging): the executable, the .deb (xz level
-# 1: a few MiB larger than a release's, 40 s less CPU) and the tarball are
-# built, then tested; a failed build counts as a failure.
 # build_deb: the executable and the .deb (xz level 1, the fast build), once
 # per run: the packaging and vm suites both install it. BUILT_DEB is its path.
 BUILT_DEB=""
@@ -246,6 +241,9 @@ build_deb() {
   BUILT_DEB="$(ls -t "$CRIDOCK_REPO_ROOT"/dist/cridock_*_amd64.deb | head -n 1)"
 }
 
+# The packaging suite (test/packaging): the executable, the .deb (xz level
+# 1: a few MiB larger than a release's, 40 s less CPU) and the tarball are
+# built, then tested; a failed build counts as a failure.
 run_packaging() {
   local engine="$1"
   echo "# ---- building the executable, the .deb and the tarball"

@@ -32,20 +32,24 @@ function attribute(tag: string, name: string): string | undefined {
 /** Ginkgo reports its suite-level setup nodes as testcases too ("[BeforeSuite]", "[SynchronizedBeforeSuite]"). */
 const SUITE_NODE = /^\[(Synchronized)?(Before|After)Suite\]/;
 
+/** Each spec's name and how it ended, in report order; suite nodes are marked. */
+function testcases(xml: string): { name: string; status: string; suiteNode: boolean }[] {
+  return [...xml.matchAll(/<testcase\b[^>]*>/g)].map((m) => {
+    const name = attribute(m[0], "name") ?? "";
+    return { name, status: attribute(m[0], "status") ?? "", suiteNode: SUITE_NODE.test(name) };
+  });
+}
+
 export function countJunit(xml: string): SpecCounts {
   const counts: SpecCounts = { passed: 0, failed: 0, skipped: 0, failures: [] };
-  for (const m of xml.matchAll(/<testcase\b[^>]*>/g)) {
-    const tag = m[0];
-    const status = attribute(tag, "status") ?? "";
-    const name = attribute(tag, "name") ?? "";
-    const isSuiteNode = SUITE_NODE.test(name);
+  for (const { name, status, suiteNode } of testcases(xml)) {
     if (status === "passed") {
-      if (!isSuiteNode) counts.passed++;
+      if (!suiteNode) counts.passed++;
     } else if (FAILED_STATES.has(status)) {
       counts.failed++;
       counts.failures.push(name);
     } else {
-      if (!isSuiteNode) counts.skipped++;
+      if (!suiteNode) counts.skipped++;
     }
   }
   return counts;
@@ -53,12 +57,9 @@ export function countJunit(xml: string): SpecCounts {
 
 /** The names of the specs that passed ("[It] [k8s.io] ..."), suite nodes left out. */
 export function passedSpecs(xml: string): string[] {
-  const names: string[] = [];
-  for (const m of xml.matchAll(/<testcase\b[^>]*>/g)) {
-    const name = attribute(m[0], "name") ?? "";
-    if (attribute(m[0], "status") === "passed" && !SUITE_NODE.test(name)) names.push(name);
-  }
-  return names;
+  return testcases(xml)
+    .filter((c) => c.status === "passed" && !c.suiteNode)
+    .map((c) => c.name);
 }
 
 /** Ginkgo's closing line, "Ran 2 of 151 Specs ... SUCCESS! -- 2 Passed | 0 Failed | 0 Pending | 149 Skipped", as a fallback. */

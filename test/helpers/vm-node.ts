@@ -128,6 +128,20 @@ export class VmNode {
   }
 }
 
+/**
+ * Polls FN every 5 s until it returns something, or the deadline passes
+ * (then undefined): the guest's steps take an emulated minute or more.
+ */
+export async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs = 600_000): Promise<T | undefined> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    await new Promise((r) => setTimeout(r, 5000));
+  }
+  return undefined;
+}
+
 export const DEB_PATH = join(REPO_ROOT, `dist/cridock_${CRIDOCK_VERSION}_amd64.deb`);
 
 /**

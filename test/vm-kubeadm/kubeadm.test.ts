@@ -38,7 +38,7 @@ import t from "tap";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { CRICTL, KUBERNETES_BIN_DIR, KUBERNETES_VERSION } from "../helpers/env.ts";
-import { ensureDebInstalled, suiteDeb, trustHostMirror, VmNode } from "../helpers/vm-node.ts";
+import { ensureDebInstalled, suiteDeb, trustHostMirror, VmNode, waitFor } from "../helpers/vm-node.ts";
 import { CRITEST_BUSYBOX } from "../../scripts/images/critest-images.ts";
 import { sharesToWeight, sharesToWeightLog } from "../../src/stats/cgroup-limits.ts";
 
@@ -156,15 +156,13 @@ if (missing) {
 
   /** Runs CMD until it succeeds (every 5 s), or fails the wait; its last output either way. */
   const until = async (what: string, command: string, timeoutMs: number): Promise<{ ok: boolean; output: string }> => {
-    const deadline = Date.now() + timeoutMs;
     let output = "";
-    while (Date.now() < deadline) {
+    const done = await waitFor(async () => {
       const r = await vm.ssh(command, { timeoutMs: 300_000 });
       output = (r.stdout + r.stderr).trim();
-      if (r.status === 0) return { ok: true, output };
-      await new Promise((r) => setTimeout(r, 5000));
-    }
-    return { ok: false, output: `${what}: not within ${timeoutMs / 1000} s; last:\n${output}` };
+      return r.status === 0 ? true : undefined;
+    }, timeoutMs);
+    return done ? { ok: true, output } : { ok: false, output: `${what}: not within ${timeoutMs / 1000} s; last:\n${output}` };
   };
 
   t.test("kubeadm init with its defaults on cridock", async (t) => {

@@ -42,7 +42,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CRICTL, DEFAULT_PAUSE_IMAGE, KUBERNETES_BIN_DIR, REGISTRY } from "../helpers/env.ts";
-import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
 
 const KUBELET = join(KUBERNETES_BIN_DIR, "kubelet");
@@ -100,17 +100,6 @@ async function startKubelet(vm: VmNode, config: Record<string, unknown>): Promis
   await vm.run(
     `systemd-run --unit=kubelet --description="kubelet (cridock VM test)" /usr/local/bin/kubelet --config=${KUBELET_CONFIG} --hostname-override=${NODE_NAME} --v=2`,
   );
-}
-
-/** Polls FN every 5 s until it returns something, or the deadline passes (then undefined). */
-async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs = 600_000): Promise<T | undefined> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await fn();
-    if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 5000));
-  }
-  return undefined;
 }
 
 function podManifest(name: string, ...containers: Record<string, unknown>[]): Record<string, unknown> {
