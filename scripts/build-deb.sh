@@ -9,6 +9,8 @@
 #
 # Usage: scripts/build-deb.sh          (npm run build:deb)
 # Environment: CRIDOCK_DEB_MAINTAINER  the Maintainer field
+#              CRIDOCK_DEB_VERSION     the package's version instead of src/version.ts's (the
+#                                      upgrade tests install two builds of one tree over each other)
 #              CRIDOCK_DEB_XZ_LEVEL    xz level, 0-9 (default 6: 21.8 MiB, about 50 s of CPU;
 #                                      1: 24.3 MiB in about 9 s, what the tests build)
 #              SOURCE_DATE_EPOCH       file times (default: the last commit's)
@@ -21,8 +23,8 @@ die() { printf 'build-deb: error: %s\n' "$*" >&2; exit 1; }
 command -v dpkg-deb >/dev/null || die "dpkg-deb is missing (package dpkg)"
 command -v dpkg-shlibdeps >/dev/null || die "dpkg-shlibdeps is missing (package dpkg-dev)"
 
-version="$(sed -n 's/^export const CRIDOCK_VERSION = "\(.*\)";$/\1/p' "$repo_root/src/version.ts")"
-[[ "$version" =~ ^[0-9][0-9A-Za-z.+~-]*$ ]] || die "cannot read the version from src/version.ts (got '$version')"
+version="${CRIDOCK_DEB_VERSION:-$(sed -n 's/^export const CRIDOCK_VERSION = "\(.*\)";$/\1/p' "$repo_root/src/version.ts")}"
+[[ "$version" =~ ^[0-9][0-9A-Za-z.+~-]*$ ]] || die "not a Debian version: '$version' (from CRIDOCK_DEB_VERSION or src/version.ts)"
 arch=amd64
 binary="$repo_root/dist/cridock-linux-x64"
 maintainer="${CRIDOCK_DEB_MAINTAINER:-cridock maintainers <cridock@example.org>}"
@@ -62,7 +64,7 @@ gzip -9n <"$deb_dir/cridock.8" >"$pkg/usr/share/man/man8/cridock.8.gz"
 chmod 0644 "$pkg/usr/share/doc/cridock/changelog.gz" "$pkg/usr/share/man/man8/cridock.8.gz"
 
 install -m 0644 "$deb_dir/conffiles" "$pkg/DEBIAN/conffiles"
-for script in postinst prerm postrm; do
+for script in preinst postinst prerm postrm; do
   install -m 0755 "$deb_dir/$script" "$pkg/DEBIAN/$script"
 done
 

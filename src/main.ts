@@ -76,6 +76,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const network: PodNetwork = await startPodNetwork(config, log, await podCidrs.load(), metrics.onCniOperation);
   const oomScore = await oomScorePolicy(config, log);
   const status = new RuntimeStatus(docker, network, (cidr) => podCidrs.save(cidr));
+  status.prefetchOnConnect();
   const imageFs = new ImageFilesystem(docker);
   const images = new ImageManager({
     docker,

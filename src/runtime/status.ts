@@ -41,6 +41,23 @@ export class RuntimeStatus {
     private readonly savePodCidr?: (cidr: string) => Promise<void>,
   ) {}
 
+  /**
+   * Reads dockerd's version and info as soon as the event stream (re)connects,
+   * so that the first Version after a start or a dockerd restart is answered
+   * from memory. kubeadm's preflight gives Version 2 seconds, which a slow
+   * node's dockerd can spend on its own. Returns the unsubscribe function.
+   */
+  prefetchOnConnect(): () => void {
+    const prefetch = () => {
+      // Failures only leave the cache empty: the next call asks again.
+      this.runtimeVersion().catch(() => undefined);
+      this.dockerInfo().catch(() => undefined);
+    };
+    const unsubscribe = this.docker.events.onConnection((connected) => connected && prefetch());
+    if (this.live() !== undefined) prefetch();
+    return unsubscribe;
+  }
+
   /** Whether the event stream vouches for dockerd (and which epoch of it). */
   private live(): number | undefined {
     return this.docker.events.connected ? this.docker.events.epoch : undefined;

@@ -198,10 +198,22 @@ export async function buildDeb(timeoutMs = 900_000): Promise<string> {
  * but apt 2.6 refuses a local .deb with it: "Internal Error, Pathname to
  * install is not absolute".) Returns apt's output.
  */
-export async function installDeb(vm: VmNode, deb = DEB_PATH): Promise<string> {
+export async function installDeb(vm: VmNode, deb = DEB_PATH, options: { allowDowngrades?: boolean } = {}): Promise<string> {
   const name = basename(deb);
   await vm.copy(deb, `/root/${name}`);
-  return vm.run(`cd /root && DEBIAN_FRONTEND=noninteractive apt-get install -y ./${name} 2>&1`, { timeoutMs: 600_000 });
+  const flags = options.allowDowngrades ? "-y --allow-downgrades" : "-y";
+  return vm.run(`cd /root && DEBIAN_FRONTEND=noninteractive apt-get install ${flags} ./${name} 2>&1`, { timeoutMs: 600_000 });
+}
+
+/**
+ * The .deb of the executable already built (by buildDeb or scripts/test.sh),
+ * packaged again under VERSION: a second build of the same tree, for
+ * upgrades and downgrades. Returns its path.
+ */
+export async function buildDebAs(version: string, timeoutMs = 600_000): Promise<string> {
+  const deb = await runCommand("bash", ["scripts/build-deb.sh"], { timeoutMs, env: { CRIDOCK_DEB_XZ_LEVEL: "1", CRIDOCK_DEB_VERSION: version } });
+  if (deb.status !== 0) throw new Error(describe("scripts/build-deb.sh", deb, timeoutMs));
+  return join(REPO_ROOT, `dist/cridock_${version}_amd64.deb`);
 }
 
 /** Writes a `docker load` tarball of one image with one layer, as scripts/images/build.ts builds the test images. */

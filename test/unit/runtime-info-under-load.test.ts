@@ -20,11 +20,14 @@ const HELD = 80;
 async function fakeDockerd(socketPath: string) {
   const held: ServerResponse[] = [];
   let versionCalls = 0;
+  /** /version asked for under an API version: what RuntimeStatus asks (negotiation asks the bare path). */
+  let versionedCalls = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const url = req.url ?? "";
     if (url === "/_ping") return void res.end("OK");
     if (url.endsWith("/version")) {
       versionCalls++;
+      if (/^\/v[0-9.]+\/version/.test(url)) versionedCalls++;
       res.setHeader("content-type", "application/json");
       return void res.end(JSON.stringify({ Version: "99.1.0", ApiVersion: "1.43" }));
     }
@@ -41,6 +44,9 @@ async function fakeDockerd(socketPath: string) {
   return {
     get versionCalls() {
       return versionCalls;
+    },
+    get versionedCalls() {
+      return versionedCalls;
     },
     close: async () => {
       for (const res of held) res.destroy();
@@ -90,4 +96,25 @@ t.test("Version and Status do not queue behind long-held Docker requests", async
   const before = dockerd.versionCalls;
   for (let i = 0; i < 20; i++) await status.runtimeVersion();
   t.equal(dockerd.versionCalls, before, "repeated Version calls are answered from memory while the event stream is up");
+});
+
+t.test("dockerd's version is read when the event stream connects, before any Version call", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "cridock-fake-dockerd-"));
+  const socketPath = join(dir, "docker.sock");
+  const dockerd = await fakeDockerd(socketPath);
+  const docker = new DockerClient({ endpoint: `unix://${socketPath}`, requestTimeoutMs: 120_000, logger: createLogger("silent") });
+  t.teardown(async () => {
+    await dockerd.close();
+    await docker.close().catch(() => undefined);
+    await rm(dir, { recursive: true, force: true });
+  });
+  const status = new RuntimeStatus(docker, new NoopNetwork());
+  const unsubscribe = status.prefetchOnConnect();
+  t.teardown(unsubscribe);
+  docker.watchContainerEvents();
+  const deadline = Date.now() + 2000;
+  while (dockerd.versionedCalls === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  t.equal(dockerd.versionedCalls, 1, "the version was asked once, on connection");
+  t.equal(await within(1000, "Version", status.runtimeVersion()), "99.1.0");
+  t.equal(dockerd.versionedCalls, 1, "Version answered from what was prefetched");
 });

@@ -22,6 +22,13 @@
  *   emulated, about 20 times slower, and the API server's first minutes
  *   there answer slowly (with the 1-minute default, kubeadm gave up on
  *   the admin user's ClusterRoleBinding: "context deadline exceeded");
+ * - the control plane's probes get more room, through kubeadm's patches
+ *   (PROBE_PATCHED below);
+ * - no leader election for the controller manager and the scheduler (one
+ *   control plane node has nothing to elect): under TCG their lease
+ *   renewals timed out, and each lost lease made them exit and start
+ *   over with full lists, 4 and 5 restarts in 15 minutes, which loaded the
+ *   API server further;
  * - the operator's steps before kubeadm that Kubernetes' documentation asks
  *   for: br_netfilter loaded and IPv4 forwarding on.
  *
@@ -76,6 +83,8 @@ kind: InitConfiguration
 nodeRegistration:
   name: ${NODE_NAME}
   criSocket: unix:///var/run/cridock.sock
+patches:
+  directory: /root/kubeadm-patches
 timeouts:
   kubeletHealthCheck: 15m0s
   controlPlaneComponentHealthCheck: 20m0s
@@ -84,7 +93,37 @@ timeouts:
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 kubernetesVersion: ${KUBERNETES_VERSION}
+controllerManager:
+  extraArgs:
+  - name: leader-elect
+    value: "false"
+scheduler:
+  extraArgs:
+  - name: leader-elect
+    value: "false"
 `;
+
+/**
+ * kubeadm's probes for its static pods (the API server's startup probe:
+ * 24 tries, 10 s apart, 15 s each) are made for a real CPU. Under TCG the
+ * API server's first start, with its bootstrap roles, takes longer, and a
+ * try beside other VMs saw kubelet restart it there. kubeadm's own
+ * `patches` (strategic merge, one file per component) give every probe
+ * ten times the room; nothing else of the manifests changes.
+ */
+const PROBE_PATCHED = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"];
+const probePatch = (name: string) =>
+  JSON.stringify({
+    spec: {
+      containers: [
+        {
+          name,
+          startupProbe: { failureThreshold: 240, timeoutSeconds: 60 },
+          livenessProbe: { failureThreshold: 80, timeoutSeconds: 60 },
+        },
+      ],
+    },
+  });
 
 /** A one-replica Deployment of NAME whose one container (also NAME) runs critest's busybox, which the mirror serves. */
 function deployment(name: string, container: Record<string, unknown>): Record<string, unknown> {
@@ -175,6 +214,7 @@ if (missing) {
     await vm.run("systemctl daemon-reload && systemctl enable kubelet");
     await vm.run("modprobe br_netfilter && sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1");
     await vm.run("cat >/root/kubeadm.yaml", { input: KUBEADM_CONFIG });
+    for (const name of PROBE_PATCHED) await vm.run(`mkdir -p /root/kubeadm-patches && cat >/root/kubeadm-patches/${name}+strategic.json`, { input: probePatch(name) });
     // The runtime up before kubeadm, as an operator checks it: kubeadm's
     // preflight gives the CRI socket a few seconds, and cridock's first
     // start from its socket takes longer under TCG (a try beside other

@@ -16,6 +16,11 @@
  *   still in force after it.
  * - cridock restarted through systemd and killed -9 (systemd restarts it):
  *   no container restarted, every line of a counter's CRI log once.
+ * - The package upgraded in place (a second build of this tree under a
+ *   higher version), downgraded, purged and installed again, with the pods
+ *   running: CRI calls fail only to connect, in the restart's window (the
+ *   longest wait is printed), no container restarts, no sandbox is
+ *   recreated, and the counter's log still holds every line once.
  * - One container OOM-killed under memory.oom.group: the whole container
  *   ends (exit 137) and its status says OOMKilled.
  *
@@ -36,13 +41,14 @@
  * GC turned off), and this test wants kubelet's defaults with the systemd
  * driver. Only what a standalone kubelet needs is set besides.
  */
-import t from "tap";
+import t, { type Test } from "tap";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CRICTL, DEFAULT_PAUSE_IMAGE, KUBERNETES_BIN_DIR, REGISTRY } from "../helpers/env.ts";
-import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { CRIDOCK_VERSION } from "../../src/version.ts";
+import { buildDebAs, ensureDebInstalled, installDeb, loadImage, suiteDeb, suiteNode, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
 
 const KUBELET = join(KUBERNETES_BIN_DIR, "kubelet");
@@ -63,7 +69,7 @@ const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s
 async function buildImages(dir: string): Promise<string[]> {
   const archives = [join(dir, "pause.tar"), join(dir, "busybox.tar")];
   await writePauseArchive(archives[0]!);
-  await writeImageArchive(archives[1]!, [...busyboxEntries(["sh", "sleep", "dd"]), ...userlandEntries()], { Cmd: ["sh"], Env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"] }, [BUSYBOX]);
+  await writeImageArchive(archives[1]!, [...busyboxEntries(["sh", "sleep", "dd", "mkfifo"]), ...userlandEntries()], { Cmd: ["sh"], Env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"] }, [BUSYBOX]);
   return archives;
 }
 
@@ -135,11 +141,50 @@ const OOM_POD = podManifest("oom", {
   resources: { limits: { memory: "32Mi" }, requests: { memory: "16Mi" } },
 });
 
-/** Writes a numbered line every 100 ms: its CRI log must hold each number once, in order, across cridock's restarts. */
+/**
+ * Writes a numbered line every 10 ms: its CRI log must hold each number
+ * once, in order, across cridock's restarts and the package's upgrades. The
+ * shell waits with `read -t` on a FIFO nobody writes, not with a sleep:
+ * a fork every 10 ms would take the emulated CPU.
+ */
 const COUNTER_POD = podManifest("counter", {
   name: "count",
-  command: ["sh", "-c", "i=0; while true; do echo $i; i=$((i+1)); sleep 0.1; done"],
+  command: ["sh", "-c", "mkfifo /tick && exec 3<>/tick; i=0; while true; do echo $i; i=$((i+1)); read -t 0.01 x <&3; done"],
 });
+
+/** crictl's Version every half second, each answer's start and end (ns) and whether it failed; in the guest, as a transient unit. */
+const PROBE_LOG = "/root/cri-probe.log";
+const PROBE = `while :; do s=$(date +%s%N); if crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 300s version >/dev/null 2>>${PROBE_LOG}.err; then r=ok; else r=fail; fi; echo "$r $s $(date +%s%N)" >>${PROBE_LOG}; sleep 0.5; done`;
+
+/** The probe's log: calls, failed calls, the longest time between two answers and the slowest call. */
+function parseProbe(text: string): { calls: number; failures: string[]; longestGapMs: number; slowestMs: number } {
+  const rows = text
+    .split("\n")
+    .map((line) => line.split(" "))
+    .filter((f) => f.length === 3 && (f[0] === "ok" || f[0] === "fail"))
+    .map(([result, start, end]) => ({ result: result!, start: Number(start) / 1e6, end: Number(end) / 1e6 }));
+  const answers = rows.filter((r) => r.result === "ok").map((r) => r.end);
+  let longestGapMs = 0;
+  for (let i = 1; i < answers.length; i++) longestGapMs = Math.max(longestGapMs, answers[i]! - answers[i - 1]!);
+  return {
+    calls: rows.length,
+    failures: rows.filter((r) => r.result === "fail").map((r) => `at ${new Date(r.start).toISOString()}`),
+    longestGapMs: Math.round(longestGapMs),
+    slowestMs: Math.round(Math.max(0, ...rows.map((r) => r.end - r.start))),
+  };
+}
+
+/** Whether cridock.service is active, within 3 minutes. */
+async function serviceActive(vm: VmNode): Promise<boolean> {
+  const until = Date.now() + 180_000;
+  while (Date.now() < until) {
+    if ((await vm.ssh("systemctl is-active cridock.service")).stdout.trim() === "active") return true;
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+  return false;
+}
+
+const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
 
 function output(r: RunResult): string {
   return (r.stdout + r.stderr).trim();
@@ -181,6 +226,22 @@ if (!existsSync(KUBELET)) {
     );
     t.match(await vm.run("swapon --show=NAME --noheadings"), new RegExp(`^${SWAP_FILE}$`, "m"), "a swap file is on");
   });
+
+  /** Every container and sandbox kubelet made: id, start time, restart count. */
+  const podProcesses = async () =>
+    (await vm.run(`docker ps -q --no-trunc --filter label=io.kubernetes.docker.type | sort | xargs docker inspect -f '{{.Id}} {{.State.StartedAt}} {{.RestartCount}}'`)).trim();
+  /** The counter's CRI log: every number once, in order, from 0. */
+  const checkCounterLog = async (t: Test, counter: string) => {
+    const logPath = (JSON.parse(await vm.run(`${crictl} inspect ${counter}`, { timeoutMs: 180_000 })) as { status: { logPath: string } }).status.logPath;
+    const lines = (await vm.run(`cat ${logPath}`, { timeoutMs: 300_000 })).split("\n").filter((l) => l !== "");
+    const numbers = lines.map((l) => Number(l.split(" ").slice(3).join(" ")));
+    const gaps = numbers.filter((n, i) => i > 0 && n !== numbers[i - 1]! + 1);
+    t.ok(numbers.length > 20, `${numbers.length} lines logged`);
+    t.equal(numbers[0], 0, "from the first line");
+    t.same(gaps, [], "each number once, in order: nothing lost or repeated");
+  };
+  /** The counter container, once the restart test has it running. */
+  let counterId: string | undefined;
 
   /** The Burstable container and its own cgroup directory, once it runs. */
   let limited: { id: string; dir: string } | undefined;
@@ -287,18 +348,9 @@ if (!existsSync(KUBELET)) {
     await vm.run(`cat >${MANIFESTS}/counter.json`, { input: JSON.stringify(COUNTER_POD, null, 2) });
     const counter = await waitFor(async () => (await vm.run(`${crictl} ps -q --name '^count$' --state running`, { timeoutMs: 180_000 })).trim().split("\n")[0] || undefined);
     if (!counter) return t.fail("the counter container never ran");
-    const started = async () => (await vm.run(`docker ps -q --no-trunc --filter label=io.kubernetes.docker.type=container | sort | xargs docker inspect -f '{{.Id}} {{.State.StartedAt}} {{.RestartCount}}'`)).trim();
-    const before = await started();
-    const active = async () => {
-      const until = Date.now() + 180_000;
-      while (Date.now() < until) {
-        if ((await vm.ssh("systemctl is-active cridock.service")).stdout.trim() === "active") return true;
-        await new Promise((r) => setTimeout(r, 2000));
-      }
-      return false;
-    };
+    const before = await podProcesses();
     await vm.run("systemctl restart cridock.service", { timeoutMs: 300_000 });
-    t.ok(await active(), "active again after systemctl restart");
+    t.ok(await serviceActive(vm), "active again after systemctl restart");
     const pid = (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
     await vm.run(`kill -9 ${pid}`);
     // Restart=on-failure with RestartSec=2: a new main process, then ready.
@@ -309,18 +361,79 @@ if (!existsSync(KUBELET)) {
       again = (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
     }
     t.not(again, pid, `systemd started a new cridock after the kill -9 (pid ${pid} → ${again})`);
-    t.ok(await active(), "and it is active");
+    t.ok(await serviceActive(vm), "and it is active");
     t.equal((await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 })).status, 0, "crictl answers");
     // Lines written after the restarts are in the log too (the writer took up where it stopped).
     await new Promise((r) => setTimeout(r, 5000));
-    t.equal(await started(), before, "every container still the same process: same start time, no restart");
-    const logPath = (JSON.parse(await vm.run(`${crictl} inspect ${counter}`, { timeoutMs: 180_000 })) as { status: { logPath: string } }).status.logPath;
-    const lines = (await vm.run(`cat ${logPath}`)).split("\n").filter((l) => l !== "");
-    const numbers = lines.map((l) => Number(l.split(" ").slice(3).join(" ")));
-    const gaps = numbers.filter((n, i) => i > 0 && n !== numbers[i - 1]! + 1);
-    t.ok(numbers.length > 20, `${numbers.length} lines logged`);
-    t.equal(numbers[0], 0, "from the first line");
-    t.same(gaps, [], "each number once, in order: nothing lost or repeated");
+    t.equal(await podProcesses(), before, "every container still the same process: same start time, no restart");
+    await checkCounterLog(t, counter);
+    counterId = counter;
+  });
+
+  // The package's upgrade path as an operator meets it, with kubelet
+  // running pods: a second build of this tree under a higher version
+  // installed over the first, then the first again (a downgrade), then
+  // `dpkg --purge` and a fresh install. crictl asks Version every half
+  // second throughout; the longest wait between answers is printed.
+  t.test("upgrade, downgrade, purge and reinstall of the .deb with pods running", { skip: noCrictl }, async (t) => {
+    if (!counterId) return t.fail("no counter container (the test before failed)");
+    const upgraded = await buildDebAs(`${CRIDOCK_VERSION}+upgrade1`);
+    const version = async () => (await vm.run("dpkg-query -W -f='${Version} ${Status}' cridock 2>/dev/null || true")).trim();
+    const mainPid = async () => (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
+    const before = await podProcesses();
+    await vm.run(`rm -f ${PROBE_LOG} ${PROBE_LOG}.err && systemd-run --collect --unit=cri-probe sh -c ${shellQuote(PROBE)}`);
+    t.teardown(() => vm.ssh("systemctl stop cri-probe 2>/dev/null || true"));
+
+    let pid = await mainPid();
+    let since = Date.now();
+    await installDeb(vm, upgraded);
+    t.comment(`upgrade installed in ${seconds(since)}`);
+    t.equal(await version(), `${CRIDOCK_VERSION}+upgrade1 install ok installed`, "the upgrade is installed");
+    t.not(await mainPid(), pid, "postinst restarted cridock.service");
+    t.ok(await serviceActive(vm), "cridock.service active after the upgrade");
+
+    pid = await mainPid();
+    since = Date.now();
+    await installDeb(vm, built.value, { allowDowngrades: true });
+    t.comment(`downgrade installed in ${seconds(since)}`);
+    t.equal(await version(), `${CRIDOCK_VERSION} install ok installed`, "the first build is back");
+    t.not(await mainPid(), pid, "postinst restarted cridock.service");
+    t.ok(await serviceActive(vm), "cridock.service active after the downgrade");
+    // A few answers from the settled service before the probe stops.
+    await new Promise((r) => setTimeout(r, 5000));
+    await vm.run("systemctl stop cri-probe");
+    const probe = parseProbe(await vm.run(`cat ${PROBE_LOG}`));
+    t.comment(`crictl version asked ${probe.calls} times over both installs; longest time between two answers ${probe.longestGapMs} ms; slowest call ${probe.slowestMs} ms`);
+    t.ok(probe.calls > 10, "the probe ran through both installs");
+    // What failed, failed to connect: a connection the old process took
+    // just before it stopped is reset, and one queued while the new process
+    // starts (12 s under TCG) outlasts crictl's connect timeout. No call
+    // that reached cridock was refused (docs/operating.md, "Upgrading in
+    // place").
+    const errors = (await vm.run(`grep -h 'level=fatal' ${PROBE_LOG}.err || true`)).trim().split("\n").filter((l) => l !== "");
+    t.comment(`${probe.failures.length} calls failed: ${probe.failures.join(", ") || "none"}`);
+    t.equal(errors.length, probe.failures.length, "crictl said why each failed call failed");
+    t.same(
+      errors.filter((e) => !/code = Unavailable desc = connection error/.test(e)),
+      [],
+      "every failed call failed to connect (the restart's window), none was answered with an error",
+    );
+    t.ok(probe.longestGapMs < 60_000, `answers again within a minute of each restart (longest gap ${probe.longestGapMs} ms)`);
+    t.equal(await podProcesses(), before, "no container restarted and no sandbox was recreated (same ids, start times, restart counts)");
+
+    // Purge with pods running: the units stop, dockerd runs the pods on.
+    since = Date.now();
+    await vm.run("dpkg --purge cridock 2>&1", { timeoutMs: 600_000 });
+    t.comment(`purged in ${seconds(since)}`);
+    t.equal(await version(), "", "the package is gone");
+    t.equal(await podProcesses(), before, "the purge stopped no container");
+    await ensureDebInstalled(vm, built.value);
+    t.ok(await serviceActive(vm), "cridock.service active after a fresh install");
+    t.equal((await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 })).status, 0, "crictl answers");
+    // Lines written while no cridock ran reach the CRI log from dockerd's, once.
+    await new Promise((r) => setTimeout(r, 5000));
+    t.equal(await podProcesses(), before, "the reinstalled cridock took the pods over, none restarted");
+    await checkCounterLog(t, counterId);
   });
 
   t.test("an OOM kill ends every process of the container: exit 137, reason OOMKilled", { skip: noCrictl }, async (t) => {
