@@ -5,7 +5,7 @@
 // connections must not delay /version or /_ping. This is what kubelet saw as
 // "Version from runtime service failed ... context canceled" around pod
 // deletions.
-import t from "tap";
+import t, { type Test } from "tap";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -63,7 +63,8 @@ function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
   ]);
 }
 
-t.test("Version and Status do not queue behind long-held Docker requests", async (t) => {
+/** A fake dockerd on a socket of its own and a DockerClient of it, both gone when T ends. */
+async function clientOfFakeDockerd(t: Test) {
   const dir = await mkdtemp(join(tmpdir(), "cridock-fake-dockerd-"));
   const socketPath = join(dir, "docker.sock");
   const dockerd = await fakeDockerd(socketPath);
@@ -73,6 +74,11 @@ t.test("Version and Status do not queue behind long-held Docker requests", async
     await docker.close().catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   });
+  return { dockerd, docker };
+}
+
+t.test("Version and Status do not queue behind long-held Docker requests", async (t) => {
+  const { dockerd, docker } = await clientOfFakeDockerd(t);
   docker.watchContainerEvents();
   const status = new RuntimeStatus(docker, new NoopNetwork());
   t.equal(await within(2000, "Version before load", status.runtimeVersion()), "99.1.0");
@@ -99,15 +105,7 @@ t.test("Version and Status do not queue behind long-held Docker requests", async
 });
 
 t.test("dockerd's version is read when the event stream connects, before any Version call", async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), "cridock-fake-dockerd-"));
-  const socketPath = join(dir, "docker.sock");
-  const dockerd = await fakeDockerd(socketPath);
-  const docker = new DockerClient({ endpoint: `unix://${socketPath}`, requestTimeoutMs: 120_000, logger: createLogger("silent") });
-  t.teardown(async () => {
-    await dockerd.close();
-    await docker.close().catch(() => undefined);
-    await rm(dir, { recursive: true, force: true });
-  });
+  const { dockerd, docker } = await clientOfFakeDockerd(t);
   const status = new RuntimeStatus(docker, new NoopNetwork());
   const unsubscribe = status.prefetchOnConnect();
   t.teardown(unsubscribe);
