@@ -129,18 +129,22 @@ export class VmNode {
 }
 
 /**
- * Polls FN every 5 s until it returns something, or the deadline passes
- * (then undefined): the guest's steps take an emulated minute or more.
+ * Polls FN every intervalMs (5 s by default) until it returns something, or
+ * the deadline passes (then undefined): the guest's steps take an emulated
+ * minute or more.
  */
-export async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs = 600_000): Promise<T | undefined> {
+export async function waitFor<T>(fn: () => Promise<T | undefined>, timeoutMs = 600_000, intervalMs = 5000): Promise<T | undefined> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const value = await fn();
     if (value !== undefined) return value;
-    await new Promise((r) => setTimeout(r, 5000));
+    await new Promise((r) => setTimeout(r, intervalMs));
   }
   return undefined;
 }
+
+/** TEXT as one word of the guest's shell. */
+export const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
 
 export const DEB_PATH = join(REPO_ROOT, `dist/cridock_${CRIDOCK_VERSION}_amd64.deb`);
 
@@ -185,9 +189,7 @@ export async function ensureDebInstalled(vm: VmNode, deb: string): Promise<strin
 export async function buildDeb(timeoutMs = 900_000): Promise<string> {
   const binary = await runCommand(join(REPO_ROOT, "node_modules/.bin/tsx"), ["scripts/build-binary.ts"], { timeoutMs });
   if (binary.status !== 0) throw new Error(describe("scripts/build-binary.ts", binary, timeoutMs));
-  const deb = await runCommand("bash", ["scripts/build-deb.sh"], { timeoutMs, env: { CRIDOCK_DEB_XZ_LEVEL: "1" } });
-  if (deb.status !== 0) throw new Error(describe("scripts/build-deb.sh", deb, timeoutMs));
-  return DEB_PATH;
+  return buildDebAs(CRIDOCK_VERSION, timeoutMs);
 }
 
 /**
@@ -210,7 +212,7 @@ export async function installDeb(vm: VmNode, deb = DEB_PATH, options: { allowDow
  * packaged again under VERSION: a second build of the same tree, for
  * upgrades and downgrades. Returns its path.
  */
-export async function buildDebAs(version: string, timeoutMs = 600_000): Promise<string> {
+export async function buildDebAs(version: string, timeoutMs: number): Promise<string> {
   const deb = await runCommand("bash", ["scripts/build-deb.sh"], { timeoutMs, env: { CRIDOCK_DEB_XZ_LEVEL: "1", CRIDOCK_DEB_VERSION: version } });
   if (deb.status !== 0) throw new Error(describe("scripts/build-deb.sh", deb, timeoutMs));
   return join(REPO_ROOT, `dist/cridock_${version}_amd64.deb`);

@@ -48,7 +48,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CRICTL, DEFAULT_PAUSE_IMAGE, KUBERNETES_BIN_DIR, REGISTRY } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
-import { buildDebAs, ensureDebInstalled, installDeb, loadImage, suiteDeb, suiteNode, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { buildDebAs, ensureDebInstalled, installDeb, loadImage, shellQuote, suiteDeb, suiteNode, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
 
 const KUBELET = join(KUBERNETES_BIN_DIR, "kubelet");
@@ -176,15 +176,13 @@ function parseProbe(text: string): { calls: number; failures: string[]; longestG
 
 /** Whether cridock.service is active, within 3 minutes. */
 async function serviceActive(vm: VmNode): Promise<boolean> {
-  const until = Date.now() + 180_000;
-  while (Date.now() < until) {
-    if ((await vm.ssh("systemctl is-active cridock.service")).stdout.trim() === "active") return true;
-    await new Promise((r) => setTimeout(r, 2000));
-  }
-  return false;
+  return (await waitFor(async () => ((await vm.ssh("systemctl is-active cridock.service")).stdout.trim() === "active" ? true : undefined), 180_000, 2000)) ?? false;
 }
 
-const shellQuote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+/** cridock.service's main pid ("0" while it runs none). */
+async function mainPid(vm: VmNode): Promise<string> {
+  return (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
+}
 
 function output(r: RunResult): string {
   return (r.stdout + r.stderr).trim();
@@ -351,15 +349,13 @@ if (!existsSync(KUBELET)) {
     const before = await podProcesses();
     await vm.run("systemctl restart cridock.service", { timeoutMs: 300_000 });
     t.ok(await serviceActive(vm), "active again after systemctl restart");
-    const pid = (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
+    const pid = await mainPid(vm);
     await vm.run(`kill -9 ${pid}`);
     // Restart=on-failure with RestartSec=2: a new main process, then ready.
-    const until = Date.now() + 180_000;
-    let again = pid;
-    while (Date.now() < until && (again === pid || again === "0")) {
-      await new Promise((r) => setTimeout(r, 2000));
-      again = (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
-    }
+    const again = (await waitFor(async () => {
+      const now = await mainPid(vm);
+      return now !== pid && now !== "0" ? now : undefined;
+    }, 180_000, 2000)) ?? pid;
     t.not(again, pid, `systemd started a new cridock after the kill -9 (pid ${pid} → ${again})`);
     t.ok(await serviceActive(vm), "and it is active");
     t.equal((await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 })).status, 0, "crictl answers");
@@ -377,27 +373,26 @@ if (!existsSync(KUBELET)) {
   // second throughout; the longest wait between answers is printed.
   t.test("upgrade, downgrade, purge and reinstall of the .deb with pods running", { skip: noCrictl }, async (t) => {
     if (!counterId) return t.fail("no counter container (the test before failed)");
-    const upgraded = await buildDebAs(`${CRIDOCK_VERSION}+upgrade1`);
+    const upgraded = await buildDebAs(`${CRIDOCK_VERSION}+upgrade1`, 600_000);
     const version = async () => (await vm.run("dpkg-query -W -f='${Version} ${Status}' cridock 2>/dev/null || true")).trim();
-    const mainPid = async () => (await vm.run("systemctl show -p MainPID --value cridock.service")).trim();
     const before = await podProcesses();
     await vm.run(`rm -f ${PROBE_LOG} ${PROBE_LOG}.err && systemd-run --collect --unit=cri-probe sh -c ${shellQuote(PROBE)}`);
     t.teardown(() => vm.ssh("systemctl stop cri-probe 2>/dev/null || true"));
 
-    let pid = await mainPid();
+    let pid = await mainPid(vm);
     let since = Date.now();
     await installDeb(vm, upgraded);
     t.comment(`upgrade installed in ${seconds(since)}`);
     t.equal(await version(), `${CRIDOCK_VERSION}+upgrade1 install ok installed`, "the upgrade is installed");
-    t.not(await mainPid(), pid, "postinst restarted cridock.service");
+    t.not(await mainPid(vm), pid, "postinst restarted cridock.service");
     t.ok(await serviceActive(vm), "cridock.service active after the upgrade");
 
-    pid = await mainPid();
+    pid = await mainPid(vm);
     since = Date.now();
     await installDeb(vm, built.value, { allowDowngrades: true });
     t.comment(`downgrade installed in ${seconds(since)}`);
     t.equal(await version(), `${CRIDOCK_VERSION} install ok installed`, "the first build is back");
-    t.not(await mainPid(), pid, "postinst restarted cridock.service");
+    t.not(await mainPid(vm), pid, "postinst restarted cridock.service");
     t.ok(await serviceActive(vm), "cridock.service active after the downgrade");
     // A few answers from the settled service before the probe stops.
     await new Promise((r) => setTimeout(r, 5000));

@@ -24,7 +24,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { CRITEST } from "../helpers/env.ts";
-import { ensureDebInstalled, suiteDeb, suiteNode, trustHostMirror } from "../helpers/vm-node.ts";
+import { ensureDebInstalled, suiteDeb, suiteNode, shellQuote, trustHostMirror } from "../helpers/vm-node.ts";
 import { countJunit, passedSpecs } from "../conformance/junit.ts";
 import { ginkgoFlags, parseFocus } from "../conformance/spec-lists.ts";
 
@@ -33,7 +33,6 @@ const JUNIT = "/root/critest-junit.xml";
 /** critest's own bound: well above the focus's 5-6 minutes under TCG. */
 const CRITEST_TIMEOUT_S = 1500;
 
-const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
 
 if (!existsSync(CRITEST)) {
