@@ -6,9 +6,13 @@
 # goes the ginkgo CLI at the version cri-tools' go.mod pins: critest's
 # -parallel=N runs its specs in N processes through the `ginkgo` on the PATH.
 #
-# Usage: install-cri-tools.sh [--check|--link] [crictl]
+# Usage: install-cri-tools.sh [--check|--link] [crictl|checkpointctl]
 #   crictl   crictl alone: what running cridock needs (scripts/run-cridock.sh);
 #            critest and ginkgo are the tests'
+#   checkpointctl  checkpointctl $CHECKPOINTCTL_VERSION alone (not part of the
+#            default set): it reads the archives CheckpointContainer writes
+#            (test/vm/checkpoint.test.ts); built static (CGO_ENABLED=0) so the
+#            cgroup v2 VM node's older libc runs it
 #   --check  build nothing: exit 0 when the tools are there, 1 otherwise
 #   --link   then link crictl into /usr/local/bin when no crictl is on the
 #            PATH (recorded for scripts/env-teardown.sh)
@@ -27,9 +31,13 @@ BIN_DIR="$CRIDOCK_TOOLS_DIR/bin"
 LEGACY_STAMP="$BIN_DIR/.cri-tools-version"
 MODULE="sigs.k8s.io/cri-tools"
 
-# installed TOOL: TOOL is there, built from $CRI_TOOLS_VERSION.
+# installed TOOL: TOOL is there, built from $CRI_TOOLS_VERSION (checkpointctl: $CHECKPOINTCTL_VERSION).
 installed() {
   [[ -x "$BIN_DIR/$1" ]] || return 1
+  if [[ "$1" == checkpointctl ]]; then
+    [[ -f "$BIN_DIR/.checkpointctl-version" && "$(cat "$BIN_DIR/.checkpointctl-version")" == "$CHECKPOINTCTL_VERSION" ]]
+    return
+  fi
   [[ -f "$BIN_DIR/.$1-version" && "$(cat "$BIN_DIR/.$1-version")" == "$CRI_TOOLS_VERSION" ]] ||
     [[ -f "$LEGACY_STAMP" && "$(cat "$LEGACY_STAMP")" == "$CRI_TOOLS_VERSION" ]]
 }
@@ -64,6 +72,27 @@ build_tools() {
   log "installed $* from cri-tools $CRI_TOOLS_VERSION in $BIN_DIR"
 }
 
+# build_checkpointctl GO: checkpointctl from one download of its module, as build_tools does.
+build_checkpointctl() {
+  local go="$1" scratch module_dir module="github.com/checkpoint-restore/checkpointctl"
+  scratch="$(mktemp -d /tmp/cridock-checkpointctl.XXXXXX)"
+  # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
+  trap "rm -rf '$scratch'" EXIT
+  log "building checkpointctl $CHECKPOINTCTL_VERSION (log: $ENV_LOG_DIR/cri-tools.log)"
+  module_dir="$("$go" mod download -json "$module@$CHECKPOINTCTL_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -n "$module_dir" && -d "$module_dir" ]] || die "go mod download $module@$CHECKPOINTCTL_VERSION gave no module directory"
+  cp -r "$module_dir" "$scratch/src"
+  chmod -R u+w "$scratch/src"
+  (
+    cd "$scratch/src"
+    CGO_ENABLED=0 "$go" build -mod=mod -trimpath -ldflags "-X main.name=checkpointctl -X main.version=${CHECKPOINTCTL_VERSION#v}" -o "$scratch/checkpointctl" .
+  ) </dev/null >>"$ENV_LOG_DIR/cri-tools.log" 2>&1 || die "building checkpointctl failed; see $ENV_LOG_DIR/cri-tools.log"
+  mkdir -p "$BIN_DIR"
+  install -m 0755 "$scratch/checkpointctl" "$BIN_DIR/checkpointctl"
+  echo "$CHECKPOINTCTL_VERSION" >"$BIN_DIR/.checkpointctl-version"
+  log "installed checkpointctl $CHECKPOINTCTL_VERSION in $BIN_DIR"
+}
+
 CRICTL_LINK="/usr/local/bin/crictl"
 
 link_crictl() {
@@ -84,7 +113,8 @@ main() {
   case "${1:-}" in
     "") ;;
     crictl) wanted=(crictl) ;;
-    *) die "usage: install-cri-tools.sh [--check|--link] [crictl]" ;;
+    checkpointctl) wanted=(checkpointctl) ;;
+    *) die "usage: install-cri-tools.sh [--check|--link] [crictl|checkpointctl]" ;;
   esac
   mkdir -p "$ENV_LOG_DIR"
   # --check only looks: it neither builds nor waits for a build.
@@ -94,7 +124,11 @@ main() {
   done
   if ((${#missing[@]} > 0)); then
     ((check)) && return 1
-    build_tools "$(find_go "cri-tools $CRI_TOOLS_VERSION")" "${missing[@]}"
+    if [[ "${missing[*]}" == checkpointctl ]]; then
+      build_checkpointctl "$(find_go "checkpointctl $CHECKPOINTCTL_VERSION")"
+    else
+      build_tools "$(find_go "cri-tools $CRI_TOOLS_VERSION")" "${missing[@]}"
+    fi
   fi
   ((link)) && link_crictl
   return 0

@@ -124,6 +124,8 @@ run_vm() {
   local boot_pid=$!
   build_deb && deb="$BUILT_DEB"
   bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
+  # checkpointctl reads CheckpointContainer's archives (test/vm/checkpoint.test.ts).
+  bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" checkpointctl >/dev/null
   wait "$boot_pid" || boot_status=$?
   if [[ -z "$deb" || ! -f "$deb" ]] || ((boot_status != 0)); then
     SUMMARY_ARGS+=(--failed "vm@$engine=the .deb's build or the node's boot failed (boot: exit $boot_status; log: $ENV_LOG_DIR/vm-$VM_SUITE_NODE-console.log)")
@@ -136,20 +138,27 @@ run_vm() {
   bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" stop "$VM_SUITE_NODE" </dev/null || true
 }
 
-# The vm suite beside the host's kubelet suites: run_vm in a background
-# subshell from the start of the first of e2e, cluster and node-conformance
-# that the run has before vm (they need Kubernetes built, as the node's
-# kubelet does), its output kept in a file and shown, with its results
-# counted, when the loop reaches vm. The guest's CPU is emulated, and qemu
-# runs niced (vm-node.sh), so it takes the cycles the host's suites leave
-# while they wait on kubelet and the cluster; alone, its ten or so minutes
-# would come on top of theirs.
+# The vm suite beside all the host's suites: run_vm in a background
+# subshell from the start of the run, its output kept in a file and shown,
+# with its results counted, when the loop reaches vm. The guest's CPU is
+# emulated, and qemu runs niced (vm-node.sh), so it takes the cycles the
+# host's suites leave while they wait on dockerd, kubelet and the cluster;
+# alone, its half hour would come on top of theirs. Started at the first of
+# e2e, cluster and node-conformance instead, the run waited a quarter of an
+# hour for it at the end (docs/testing.md, "Where CI's time goes").
+# The .deb is built before (here, so that the packaging suite installs the
+# same file); what the node needs from the tools cache is awaited in the
+# subshell, niced, so that on a fresh machine the VM boots only once
+# Kubernetes is built and never slows that build down.
 VM_BESIDE_PID=""
 start_vm_beside() {
   local engine="$1"
+  build_deb || true
   log "the vm suite runs beside the suites from here on (log: $RESULTS_DIR/vm-beside.log)"
   (
     local before=${#SUMMARY_ARGS[@]} started=$SECONDS
+    nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" >/dev/null
+    nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
     run_vm "$engine"
     # One element a line: what run_vm added, for collect_vm_beside.
     printf '%s\n' "${SUMMARY_ARGS[@]:before}" >"$RESULTS_DIR/vm-beside.args"
@@ -463,12 +472,8 @@ main() {
   [[ " ${ENGINES[*]} " == *" $PRIMARY_ENGINE "* ]] && PRIMARY="$PRIMARY_ENGINE"
   local ordered=()
   mapfile -t ordered < <(run_order)
-  local vm_beside=0
-  [[ " ${suites[*]} " == *" vm "* && "${CRIDOCK_VM_BESIDE:-1}" == 1 ]] && vm_beside=1
+  [[ " ${suites[*]} " == *" vm "* && "${CRIDOCK_VM_BESIDE:-1}" == 1 ]] && start_vm_beside "$PRIMARY"
   for suite in "${suites[@]}"; do
-    if ((vm_beside)) && [[ "$suite" == e2e || "$suite" == cluster || "$suite" == node-conformance ]] && [[ -z "$VM_BESIDE_PID" ]]; then
-      start_vm_beside "$PRIMARY"
-    fi
     for engine in "${ordered[@]}"; do
       if [[ "$engine" != "$PRIMARY" ]] && ! engine_runs "$engine" "$suite"; then continue; fi
       [[ "$suite" == unit ]] || ensure_suite_prerequisites "$engine"

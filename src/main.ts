@@ -124,6 +124,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     oomScore,
     rootDirectory: config.rootDirectory,
     cgroupDriver: () => status.cgroupDriver(),
+    requestTimeoutMs: config.runtimeRequestTimeoutMs,
   });
   // Log writers of containers that ran on while cridock was down pick up where they stopped.
   await containers.resumeLogs().catch((err) => log.error({ err }, "could not resume container log writers"));

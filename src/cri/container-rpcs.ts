@@ -1,10 +1,10 @@
 /**
  * CreateContainer, StartContainer, StopContainer, RemoveContainer,
- * ContainerStatus, ListContainers, UpdateContainerResources and
- * ReopenContainerLog: protobuf shapes ⇄ the plain container descriptions of
+ * ContainerStatus, ListContainers, UpdateContainerResources,
+ * ReopenContainerLog and CheckpointContainer: protobuf shapes ⇄ the plain container descriptions of
  * runtime/container/spec.ts.
  */
-import type { HandlerTable } from "./handlers.ts";
+import type { CallContext, HandlerTable } from "./handlers.ts";
 import { criRoot, type EncodedMessage } from "./proto.ts";
 import { RepeatedFieldEncoder } from "./repeated-encoding.ts";
 import { sendInBatches } from "./list-stream.ts";
@@ -281,6 +281,12 @@ export function containerRpcs({ containers }: ContainerRpcDeps): HandlerTable {
 
     async ReopenContainerLog(request: cri.ReopenContainerLogRequest): Promise<cri.ReopenContainerLogResponse> {
       await containers.reopenLog(request.containerId ?? "");
+      return {};
+    },
+
+    // kubelet's POST /checkpoint/{namespace}/{pod}/{container} (KEP-2008); see runtime/container/checkpoint.ts.
+    async CheckpointContainer(request: cri.CheckpointContainerRequest, ctx: CallContext): Promise<cri.CheckpointContainerResponse> {
+      await containers.checkpoint(request.containerId ?? "", request.location ?? "", request.timeout ?? 0n, ctx.signal);
       return {};
     },
   };

@@ -30,6 +30,9 @@ export { socketPathOf } from "./request.ts";
 import { encodeQuery, socketPathOf, type RawResponse, type RequestOptions } from "./request.ts";
 import type { Logger } from "../log.ts";
 import type {
+  CheckpointCreateBody,
+  ContainerChange,
+  ContainerPathStat,
   ContainerCreateBody,
   ContainerCreateResponse,
   ContainerInspect,
@@ -333,8 +336,8 @@ export class DockerClient {
   }
 
   /** A tar stream of `path` in the container's filesystem (a created container will do). */
-  async containerArchive(id: string, path: string): Promise<RawResponse> {
-    return this.raw("GET", `/containers/${encodeURIComponent(id)}/archive`, { query: { path } });
+  async containerArchive(id: string, path: string, signal?: AbortSignal): Promise<RawResponse> {
+    return this.raw("GET", `/containers/${encodeURIComponent(id)}/archive`, { query: { path }, signal });
   }
 
   /** Whether `path` exists in the container's filesystem (HEAD: dockerd answers 404 when not). */
@@ -347,6 +350,40 @@ export class DockerClient {
       if (err instanceof DockerError && err.statusCode === 404) return false;
       throw err;
     }
+  }
+
+  /**
+   * Stat of `path` in the container's filesystem (HEAD answers with it in a
+   * header); undefined when there is no such path.
+   */
+  async containerPathStat(id: string, path: string, signal?: AbortSignal): Promise<ContainerPathStat | undefined> {
+    let response: RawResponse;
+    try {
+      response = await this.raw("HEAD", `/containers/${encodeURIComponent(id)}/archive`, { query: { path }, signal });
+    } catch (err) {
+      if (err instanceof DockerError && err.statusCode === 404) return undefined;
+      throw err;
+    }
+    await response.body.dump().catch(() => undefined);
+    const header = response.headers["x-docker-container-path-stat"];
+    const text = Array.isArray(header) ? header[0] : header;
+    if (!text) return undefined;
+    return JSON.parse(Buffer.from(text, "base64").toString("utf8")) as ContainerPathStat;
+  }
+
+  /** What changed in the container's root filesystem against its image (`docker diff`). */
+  async containerChanges(id: string, signal?: AbortSignal): Promise<ContainerChange[]> {
+    return (await this.json<ContainerChange[] | null>("GET", `/containers/${encodeURIComponent(id)}/changes`, { signal })) ?? [];
+  }
+
+  /**
+   * CRIU dumps the container's processes into CheckpointDir/CheckpointID
+   * (experimental daemons only: others answer 501). Docker does not stop the
+   * dump when the request is cancelled, so the deadline is the caller's
+   * signal, not the default one, which a large container's dump outlasts.
+   */
+  async createCheckpoint(id: string, body: CheckpointCreateBody, signal?: AbortSignal): Promise<void> {
+    await this.json("POST", `/containers/${encodeURIComponent(id)}/checkpoints`, { body, signal, timeoutMs: 0 });
   }
 
   waitContainer(id: string, condition: "not-running" | "next-exit" | "removed" = "not-running", signal?: AbortSignal) {

@@ -32,6 +32,8 @@ export interface DockerInfo {
   Images?: number;
   /** Engine API 1.44+: the CDI spec directories; empty or absent when the engine's CDI support is off. */
   CDISpecDirs?: string[] | null;
+  /** dockerd runs with --experimental (or "experimental": true): only then does it serve checkpoints. */
+  ExperimentalBuild?: boolean;
 }
 
 export type DockerContainerState = "created" | "running" | "paused" | "restarting" | "removing" | "exited" | "dead";
@@ -271,6 +273,31 @@ export interface ContainerInspect {
   SizeRootFs?: number;
   /** overlay2: LowerDir, MergedDir, UpperDir (the writable layer), WorkDir. */
   GraphDriver?: { Name: string; Data?: Record<string, string> | null };
+}
+
+/** POST /containers/{id}/checkpoints (experimental daemons only). */
+export interface CheckpointCreateBody {
+  /** A name Docker accepts as a file name ([a-zA-Z0-9][a-zA-Z0-9_.-]*); the CRIU images go to CheckpointDir/CheckpointID. */
+  CheckpointID: string;
+  /** Instead of Docker's own per-container directory (under its root). */
+  CheckpointDir?: string;
+  /** Stop the container after the dump (false: it runs on). */
+  Exit: boolean;
+}
+
+/** GET /containers/{id}/changes: Kind 0 modified, 1 added, 2 deleted. */
+export interface ContainerChange {
+  Path: string;
+  Kind: 0 | 1 | 2;
+}
+
+/** The X-Docker-Container-Path-Stat header of HEAD /containers/{id}/archive (base64 JSON); mode is Go's os.FileMode. */
+export interface ContainerPathStat {
+  name: string;
+  size: number;
+  mode: number;
+  mtime: string;
+  linkTarget: string;
 }
 
 /** An item of GET /images/json. */

@@ -28,6 +28,8 @@ import { CgroupReader } from "../../stats/cgroups.ts";
 import { type CgroupDriver, UnifiedCgroups } from "./unified-cgroup.ts";
 import { UnifiedSettings } from "./unified-settings.ts";
 import { KernelOomLog, type OomKillLookup } from "./kernel-oom-log.ts";
+import { ContainerCheckpointer, type CheckpointResult } from "./checkpoint.ts";
+import { checkedLocation, checkpointDeadlineMs } from "./checkpoint-request.ts";
 
 export type ImageResolver = ContextImages;
 
@@ -45,6 +47,10 @@ export interface ContainerManagerOptions extends CreateOptions {
   cgroups?: CgroupReader;
   /** OOM kills Docker missed (default: the kernel log, kernel-oom-log.ts). */
   oomKills?: OomKillLookup;
+  /** The deadline of a CheckpointContainer that names none (cridock's --runtime-request-timeout); 0: none. */
+  requestTimeoutMs?: number;
+  /** Where containerd keeps Docker's bundles (checkpoint.ts's default otherwise; tests). */
+  bundleDirectories?: readonly string[];
 }
 
 const FULL_ID = /^[0-9a-f]{64}$/;
@@ -63,6 +69,7 @@ export class ContainerManager {
   private readonly resizer: ContainerResizer;
   private readonly unified: UnifiedSettings;
   private readonly oomKills: OomKillLookup;
+  private readonly checkpointer: ContainerCheckpointer;
   /**
    * The converted summary per container, reused while Docker reports the
    * same summary (a container's labels never change; its state, name and
@@ -91,6 +98,13 @@ export class ContainerManager {
     this.unified = new UnifiedSettings(options.docker, files, this.log, options.cgroupDriver);
     this.resizer = new ContainerResizer(options.docker, cgroups, files, options.oomScore);
     this.oomKills = options.oomKills ?? new KernelOomLog(this.log);
+    this.checkpointer = new ContainerCheckpointer({
+      docker: options.docker,
+      sandboxes: options.sandboxes,
+      log: this.log,
+      rootDirectory: options.rootDirectory || "/var/lib/cridock",
+      bundleDirectories: options.bundleDirectories,
+    });
   }
 
   async create(sandboxId: string, spec: ContainerSpec): Promise<string> {
@@ -343,6 +357,19 @@ export class ContainerManager {
         throw failedPrecondition(`container ${id} has no running log writer (its output has ended)`);
       }
     });
+  }
+
+  /**
+   * CheckpointContainer: the request is checked before the lookup (a bad
+   * location is the caller's error whatever the container). Not under the
+   * container's lock: a dump may take minutes, and a stop or removal meanwhile
+   * is Docker's to order against it (the dump then fails and says so).
+   */
+  async checkpoint(id: string, location: string, timeoutSeconds: bigint, signal: AbortSignal): Promise<CheckpointResult> {
+    const path = await checkedLocation(location);
+    const deadlineMs = checkpointDeadlineMs(timeoutSeconds, this.options.requestTimeoutMs ?? 0);
+    const c = await this.mustFind(id);
+    return this.checkpointer.checkpoint(c, path, deadlineMs, signal);
   }
 
   /** At startup: resume the log writers of containers whose output is not all copied yet. */

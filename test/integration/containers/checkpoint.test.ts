@@ -1,0 +1,149 @@
+/**
+ * CheckpointContainer against this host's dockerd, which runs without
+ * --experimental (and where CRIU cannot work: test/vm/checkpoint.test.ts
+ * checkpoints for real on the cgroup v2 node): a running container is
+ * UNIMPLEMENTED saying why; an unknown id, a sandbox's id, a bad location and
+ * an exited container are refused with their codes before anything is
+ * dumped; nothing is left at the location or in cridock's root directory.
+ * And the part of the archive that needs no CRIU, rootfs-diff.tar and
+ * deleted.files, is built from this dockerd's changes and archives.
+ */
+import t from "tap";
+import { execFileSync } from "node:child_process";
+import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { readFile } from "node:fs/promises";
+import { Readable } from "node:stream";
+import { extract } from "tar-stream";
+import { grpcStatus } from "../../helpers/cri-client.ts";
+import { TEST_DOCKER_ENDPOINT } from "../../helpers/env.ts";
+import { DockerClient } from "../../../src/docker/client.ts";
+import { silentLogger } from "../../../src/log.ts";
+import { writeTarAtomically } from "../../../src/runtime/container/checkpoint-archive.ts";
+import { dockerContainerFiles, packRootfsDiff, planRootfsDiff } from "../../../src/runtime/container/rootfs-diff.ts";
+import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, waitExited } from "./harness.ts";
+
+const experimental = execFileSync("docker", ["info", "--format", "{{.ExperimentalBuild}}"]).toString().trim() === "true";
+const h = await startHarness();
+t.teardown(() => h.close());
+const pod = await runPod(h);
+const archives = await mkdtemp(join(tmpdir(), "cridock-checkpoints-"));
+t.teardown(() => rm(archives, { recursive: true, force: true }));
+
+const running = await createContainer(h, pod, containerConfig("counter", ["sh", "-c", "i=0; while true; do i=$((i+1)); sleep 1; done"]));
+await h.client.call("StartContainer", { containerId: running });
+
+async function refusal(request: object): Promise<{ code: number; details: string }> {
+  try {
+    await h.client.call("CheckpointContainer", request);
+  } catch (err) {
+    return err as { code: number; details: string };
+  }
+  throw new Error(`CheckpointContainer succeeded for ${(request as { containerId?: string }).containerId}`);
+}
+
+/** What the refusals may have left: files in the archives' directory, dump directories in cridock's root. */
+async function leftovers(): Promise<string[]> {
+  const work = await readdir(join(h.cridock.rootDirectory, "checkpoint-work")).catch(() => [] as string[]);
+  return [...(await readdir(archives)), ...work.map((w) => `checkpoint-work/${w}`)];
+}
+
+t.test("dockerd without --experimental: UNIMPLEMENTED, saying so", { skip: experimental && "this dockerd runs with --experimental" }, async (t) => {
+  const location = join(archives, "checkpoint-counter.tar");
+  const err = await refusal({ containerId: running, location, timeout: 30n });
+  t.equal(err.code, grpcStatus.UNIMPLEMENTED);
+  t.match(err.details, "dockerd runs without --experimental; Docker serves checkpoints only in experimental mode");
+  t.notMatch(err.details, /does not implement/, "not the generic answer for an RPC cridock lacks");
+  const short = await refusal({ containerId: running.slice(0, 12), location, timeout: 0n });
+  t.equal(short.code, grpcStatus.UNIMPLEMENTED, "an id prefix names the container as in every RPC");
+  t.same(await leftovers(), [], "nothing at the location, no dump directory");
+  const state = execFileSync("docker", ["inspect", "--format", "{{.State.Status}}", running]).toString().trim();
+  t.equal(state, "running", "the container runs on");
+});
+
+t.test("NOT_FOUND: an unknown id, a sandbox's id", async (t) => {
+  const location = join(archives, "c.tar");
+  for (const containerId of ["0123456789ab", "f".repeat(64), pod.podSandboxId]) {
+    const err = await refusal({ containerId, location });
+    t.equal(err.code, grpcStatus.NOT_FOUND, containerId);
+    t.match(err.details, /does not exist/);
+  }
+  t.same(await leftovers(), []);
+});
+
+t.test("INVALID_ARGUMENT: a bad id or location, named", async (t) => {
+  const cases: [object, RegExp][] = [
+    [{ containerId: "not-an-id", location: join(archives, "c.tar") }, /not a hexadecimal container id/],
+    [{ containerId: "", location: join(archives, "c.tar") }, /id is required/],
+    [{ containerId: running, location: "" }, /location is required/],
+    [{ containerId: running, location: "checkpoints/c.tar" }, /location "checkpoints\/c.tar" is not an absolute path/],
+    [{ containerId: running, location: join(archives, "missing", "c.tar") }, /its directory .*missing does not exist/],
+    [{ containerId: running, location: archives }, /is a directory, not an archive file/],
+    [{ containerId: running, location: `${archives}/c\0.tar` }, /contains a NUL byte/],
+    [{ containerId: running, location: join(archives, "c.tar"), timeout: -5n }, /timeout -5 is negative/],
+  ];
+  for (const [request, details] of cases) {
+    const err = await refusal(request);
+    t.equal(err.code, grpcStatus.INVALID_ARGUMENT, JSON.stringify(request, (_key, value: unknown) => (typeof value === "bigint" ? String(value) : value)));
+    t.match(err.details, details);
+  }
+  t.same(await leftovers(), []);
+});
+
+t.test("FAILED_PRECONDITION: an exited container", async (t) => {
+  const done = await createContainer(h, pod, containerConfig("done", ["true"]));
+  await h.client.call("StartContainer", { containerId: done });
+  await waitExited(h, done);
+  const err = await refusal({ containerId: done, location: join(archives, "done.tar") });
+  t.equal(err.code, grpcStatus.FAILED_PRECONDITION);
+  t.match(err.details, /it is exited; only a running container can be checkpointed/);
+  const created = await createContainer(h, pod, containerConfig("never-started", ["sleep", "60"]));
+  t.equal((await refusal({ containerId: created, location: join(archives, "created.tar") })).code, grpcStatus.FAILED_PRECONDITION, "a container never started");
+  t.same(await leftovers(), []);
+});
+
+t.test("the root filesystem diff, from this dockerd's changes and archives", async (t) => {
+  const script = "echo marked >/etc/cridock-marker; mkdir -p /srv/app/sub; echo a >/srv/app/a; echo b >/srv/app/sub/b; ln /srv/app/a /srv/app/hard; rm /etc/group; echo ready; sleep 3600";
+  const id = await createContainer(h, pod, containerConfig("changer", ["sh", "-c", script]));
+  await h.client.call("StartContainer", { containerId: id });
+  const docker = new DockerClient({ endpoint: TEST_DOCKER_ENDPOINT, requestTimeoutMs: 60_000, logger: silentLogger });
+  t.teardown(() => docker.close());
+  const deadline = Date.now() + 30_000;
+  let changes = await docker.containerChanges(id);
+  while (!changes.some((c) => c.Path === "/etc/group") && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 200));
+    changes = await docker.containerChanges(id);
+  }
+  const inspect = await docker.inspectContainer(id);
+  const plan = planRootfsDiff(changes, inspect.Mounts.map((m) => m.Destination));
+  t.same(plan.deleted, ["/etc/group"]);
+  const diff = join(archives, "rootfs-diff.tar");
+  let copied = 0;
+  await writeTarAtomically(diff, async (pack) => void (copied = await packRootfsDiff(pack, dockerContainerFiles(docker, id), plan)));
+  const reader = extract();
+  Readable.from([await readFile(diff)]).pipe(reader as unknown as NodeJS.WritableStream);
+  const entries: Record<string, { type: string; linkname: string | null; content: string }> = {};
+  for await (const entry of reader) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of entry) chunks.push(chunk as Buffer);
+    entries[entry.header.name] = { type: entry.header.type, linkname: entry.header.linkname ?? null, content: Buffer.concat(chunks).toString() };
+  }
+  t.equal(copied, 2, "the added file and the added directory (with what is below it); /etc is a modified directory");
+  t.match(entries, {
+    "etc/cridock-marker": { type: "file", content: "marked\n" },
+    "srv/app/": { type: "directory" },
+    "srv/app/a": { type: "file", content: "a\n" },
+    "srv/app/sub/b": { type: "file", content: "b\n" },
+  });
+  const hard = entries["srv/app/hard"] ?? entries["srv/app/a"];
+  t.ok(entries["srv/app/hard"], "the hard link is in", { names: Object.keys(entries).join(" ") });
+  if (hard?.type === "link") t.match(hard.linkname, /^srv\/app\/(a|hard)$/, "a hard link points inside the diff, relative to the root");
+  t.notOk(Object.keys(entries).some((n) => n.startsWith("etc/") && n !== "etc/cridock-marker"), "nothing else of /etc");
+  await rm(diff);
+});
+
+t.test("no container left behind", async (t) => {
+  await removePod(h, pod.podSandboxId);
+  t.same(await leakedContainers(h), []);
+});

@@ -1,0 +1,207 @@
+/**
+ * CheckpointContainer for real (KEP-2008, as kubelet's
+ * POST /checkpoint/{namespace}/{pod}/{container} asks it), on the cgroup v2
+ * node of scripts/vm-node.sh: Debian 12's kernel 6.1, criu, and Debian's
+ * docker.io 20.10 switched to experimental mode ("experimental": true in
+ * /etc/docker/daemon.json; put back as it was at the end, as the node is
+ * shared by the suite's files). CRIU cannot work on the test host's kernel,
+ * so this is the only place a dump happens.
+ *
+ * Through crictl, on the .deb's cridock: a pod with a container that has
+ * changed its root filesystem (a file added, one deleted) and counts in a
+ * shell variable; `crictl checkpoint --export=/root/c.tar` then
+ * - the container still runs and counts on;
+ * - the archive holds config.dump, spec.dump, CRIU's images under
+ *   checkpoint/, rootfs-diff.tar with the added file and deleted.files with
+ *   the deleted one; nothing else is left (no temporary archive, no dump
+ *   directory under /var/lib/cridock/checkpoint-work);
+ * - `checkpointctl show` reads it (checkpointctl built by
+ *   `scripts/install-cri-tools.sh checkpointctl`; skipped without it);
+ * - the stopped container is FAILED_PRECONDITION, and nothing is written;
+ * - a pod on the host's network: either checkpointed, or refused with
+ *   FAILED_PRECONDITION naming the host's network namespace (which one is
+ *   said in a comment: it depends on CRIU).
+ */
+import t from "tap";
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { CRI_TOOLS_BIN_DIR, CRICTL, DEFAULT_PAUSE_IMAGE, REGISTRY } from "../helpers/env.ts";
+import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
+
+const CHECKPOINTCTL = join(CRI_TOOLS_BIN_DIR, "checkpointctl");
+const BUSYBOX = `${REGISTRY}/cridock-test/busybox-checkpoint:1`;
+const DAEMON_JSON = "/etc/docker/daemon.json";
+const crictl = "crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 900s";
+/** What the counter does first: a file added, one of the image's deleted; then it counts in memory. */
+const COUNTER = "echo checkpointed >/etc/cridock-marker; rm /etc/group; i=0; while true; do i=$((i+1)); echo $i; sleep 1; done";
+
+const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
+const output = (r: RunResult) => (r.stdout + r.stderr).trim();
+
+function podConfig(name: string, hostNetwork = false): Record<string, unknown> {
+  return {
+    metadata: { name, namespace: "default", uid: `${name}-uid`, attempt: 0 },
+    log_directory: `/var/log/pods/${name}`,
+    linux: hostNetwork ? { security_context: { namespace_options: { network: 2 } } } : {},
+  };
+}
+
+const containerConfig = {
+  metadata: { name: "count", attempt: 0 },
+  image: { image: BUSYBOX },
+  command: ["sh", "-c", COUNTER],
+  log_path: "count.log",
+};
+
+async function buildImages(dir: string): Promise<string[]> {
+  const archives = [join(dir, "pause.tar"), join(dir, "busybox.tar")];
+  await writePauseArchive(archives[0]!);
+  await writeImageArchive(archives[1]!, [...busyboxEntries(["sh", "sleep", "rm", "cat"]), ...userlandEntries()], { Cmd: ["sh"], Env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"] }, [BUSYBOX]);
+  return archives;
+}
+
+/** Runs a pod with the counter through crictl; its pod and container ids once the counter has counted. */
+async function runCounter(vm: VmNode, name: string, hostNetwork = false): Promise<{ pod: string; container: string }> {
+  await vm.run(`mkdir -p /root/ckpt /var/log/pods/${name} && cat >/root/ckpt/${name}-pod.json`, { input: JSON.stringify(podConfig(name, hostNetwork)) });
+  await vm.run(`cat >/root/ckpt/${name}-ctr.json`, { input: JSON.stringify(containerConfig) });
+  const pod = (await vm.run(`${crictl} runp /root/ckpt/${name}-pod.json`, { timeoutMs: 600_000 })).trim();
+  const container = (await vm.run(`${crictl} create ${pod} /root/ckpt/${name}-ctr.json /root/ckpt/${name}-pod.json`, { timeoutMs: 600_000 })).trim();
+  await vm.run(`${crictl} start ${container}`, { timeoutMs: 600_000 });
+  await waitFor(async () => ((await lastCount(vm, container)) >= 3 ? true : undefined), 300_000);
+  return { pod, container };
+}
+
+/** The counter's last number in its CRI log (0 when none yet). */
+async function lastCount(vm: VmNode, container: string): Promise<number> {
+  const r = await vm.ssh(`${crictl} logs --tail 1 ${container}`, { timeoutMs: 180_000 });
+  return Number(r.stdout.trim().split("\n").at(-1) || 0) || 0;
+}
+
+async function state(vm: VmNode, container: string): Promise<string> {
+  return (JSON.parse(await vm.run(`${crictl} inspect ${container}`, { timeoutMs: 180_000 })) as { status: { state: string } }).status.state;
+}
+
+const skip = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/install-cri-tools.sh builds it)`;
+if (skip) {
+  t.plan(0, skip);
+} else {
+  const started = Date.now();
+  const scratch = await mkdtemp(join(tmpdir(), "cridock-vm-checkpoint-"));
+  t.teardown(() => rm(scratch, { recursive: true, force: true }));
+  const [booted, built, images] = await Promise.allSettled([suiteNode(t, "checkpoint"), suiteDeb(), buildImages(scratch)]);
+  if (booted.status === "rejected") throw booted.reason;
+  const vm = booted.value;
+  if (built.status === "rejected") throw built.reason;
+  if (images.status === "rejected") throw images.reason;
+  t.comment(`VM booted, .deb and images built in ${seconds(started)}`);
+
+  // dockerd's configuration as this file found it, put back (and docker restarted) at the end.
+  const original = await vm.ssh(`cat ${DAEMON_JSON}`);
+  const hadConfig = original.status === 0;
+  t.teardown(async () => {
+    await vm.ssh(`${crictl} rmp -fa; rm -rf /root/ckpt /root/*.tar /root/*.tar.tmp-*`, { timeoutMs: 600_000 });
+    if (hadConfig) await vm.run(`cat >${DAEMON_JSON}`, { input: original.stdout });
+    else await vm.run(`rm -f ${DAEMON_JSON}`);
+    await vm.ssh("systemctl restart docker; systemctl start cridock.socket cridock.service", { timeoutMs: 600_000 });
+  });
+
+  t.test("the node: cridock from its .deb, dockerd in experimental mode, criu, the images", async (t) => {
+    let since = Date.now();
+    await ensureDebInstalled(vm, built.value);
+    t.comment(`.deb installed in ${seconds(since)}`);
+    t.match(await vm.run("criu check 2>&1", { timeoutMs: 300_000 }), /Looks good/, "criu check: Looks good");
+    since = Date.now();
+    const config = hadConfig && original.stdout.trim() ? (JSON.parse(original.stdout) as Record<string, unknown>) : {};
+    await vm.run(`mkdir -p /etc/docker && cat >${DAEMON_JSON}`, { input: JSON.stringify({ ...config, experimental: true }, null, 2) });
+    // cridock.service Requires docker.service: systemd restarts it too.
+    await vm.run("systemctl restart docker && systemctl start cridock.socket cridock.service", { timeoutMs: 600_000 });
+    t.equal((await vm.run("docker info --format '{{.ExperimentalBuild}}'", { timeoutMs: 300_000 })).trim(), "true", "dockerd runs in experimental mode");
+    t.comment(`docker restarted in ${seconds(since)}`);
+    since = Date.now();
+    for (const archive of images.value) await loadImage(vm, archive);
+    await vm.copy(CRICTL, "/usr/local/bin/crictl");
+    t.comment(`images and crictl in the guest in ${seconds(since)}`);
+    const ready = await waitFor(async () => ((await vm.ssh(`${crictl} info`, { timeoutMs: 180_000 })).status === 0 ? true : undefined), 300_000);
+    t.ok(ready, "crictl reaches cridock");
+    t.match(await vm.run("docker image ls --format '{{.Repository}}:{{.Tag}}'"), DEFAULT_PAUSE_IMAGE, "the pause image is loaded");
+  });
+
+  let counter: { pod: string; container: string } | undefined;
+
+  t.test("crictl checkpoint --export: the container runs on, the archive is checkpointctl's", async (t) => {
+    counter = await runCounter(vm, "ckpt");
+    const before = await lastCount(vm, counter.container);
+    const since = Date.now();
+    const r = await vm.ssh(`${crictl} checkpoint --export=/root/c.tar ${counter.container}`, { timeoutMs: 1_200_000 });
+    const took = seconds(since);
+    if (r.status !== 0) {
+      t.fail("crictl checkpoint failed", { output: output(r), cridock: output(await vm.ssh("journalctl -u cridock --no-pager -o cat | tail -n 20")) });
+      return;
+    }
+    t.comment(`checkpointed in ${took}`);
+    t.equal(await state(vm, counter.container), "CONTAINER_RUNNING", "the container still runs");
+    const after = await waitFor(async () => {
+      const n = await lastCount(vm, counter!.container);
+      return n > before + 2 ? n : undefined;
+    }, 300_000);
+    t.ok(after, `it counts on (${before} before the checkpoint, ${after} after)`);
+
+    const names = (await vm.run("tar -tf /root/c.tar")).trim().split("\n");
+    t.comment(`${names.length} entries, ${(await vm.run("stat -c %s /root/c.tar")).trim()} bytes`);
+    for (const name of ["config.dump", "spec.dump", "checkpoint/", "checkpoint/inventory.img", "rootfs-diff.tar", "deleted.files"]) t.ok(names.includes(name), name, { names });
+    t.ok(names.some((n) => /^checkpoint\/pages-\d+\.img$/.test(n)), "CRIU's memory pages", { names });
+    const config = JSON.parse(await vm.run("tar -xOf /root/c.tar config.dump")) as Record<string, unknown>;
+    t.match(config, { id: counter.container, name: /^k8s_count_ckpt_default_ckpt-uid_0$/, rootfsImage: BUSYBOX, rootfsImageRef: /^sha256:/, runtime: "runc", restored: false });
+    const spec = JSON.parse(await vm.run("tar -xOf /root/c.tar spec.dump")) as { annotations: Record<string, string>; linux?: unknown };
+    t.match(spec.annotations, { "io.kubernetes.cri.container-name": "count", "io.kubernetes.cri.sandbox-name": "ckpt", "io.kubernetes.cri.sandbox-namespace": "default" });
+    t.ok(spec.linux, "the spec is the one Docker ran the container with (containerd's bundle: one built from the inspect has no linux section)");
+    const diff = (await vm.run("tar -xOf /root/c.tar rootfs-diff.tar | tar -t")).split("\n").filter(Boolean);
+    t.ok(diff.includes("etc/cridock-marker"), "rootfs-diff.tar holds the added file", { found: diff.join(" ") });
+    t.same(JSON.parse(await vm.run("tar -xOf /root/c.tar deleted.files")), ["/etc/group"], "deleted.files names the deleted one");
+    t.equal((await vm.run("ls -A /var/lib/cridock/checkpoint-work; ls /root | grep -c tmp- || true")).trim(), "0", "no dump directory, no temporary archive");
+    t.equal((await vm.run("stat -c %a /root/c.tar")).trim(), "600", "readable by root alone");
+  });
+
+  t.test("checkpointctl show reads the archive", { skip: existsSync(CHECKPOINTCTL) ? false : `${CHECKPOINTCTL} is missing: scripts/install-cri-tools.sh checkpointctl builds it` }, async (t) => {
+    if ((await vm.ssh("test -f /root/c.tar")).status !== 0) {
+      t.fail("no archive: the checkpoint failed");
+      return;
+    }
+    await vm.copy(CHECKPOINTCTL, "/usr/local/bin/checkpointctl");
+    const show = await vm.ssh("checkpointctl show /root/c.tar", { timeoutMs: 300_000 });
+    t.equal(show.status, 0, "checkpointctl show exits 0", { output: output(show) });
+    t.match(show.stdout, /count\s+\S*busybox-checkpoint:1/, "the container and its image", { output: show.stdout });
+    const tree = await vm.ssh("checkpointctl inspect --ps-tree /root/c.tar", { timeoutMs: 300_000 });
+    t.equal(tree.status, 0, "checkpointctl inspect --ps-tree reads CRIU's images", { output: output(tree) });
+    t.match(tree.stdout, /sleep|sh/, "the counter's processes", { output: tree.stdout });
+  });
+
+  t.test("a stopped container: FAILED_PRECONDITION, nothing written", async (t) => {
+    if (!counter) {
+      t.fail("no counter ran");
+      return;
+    }
+    await vm.run(`${crictl} stop --timeout 0 ${counter.container}`, { timeoutMs: 300_000 });
+    const r = await vm.ssh(`${crictl} checkpoint --export=/root/stopped.tar ${counter.container}`, { timeoutMs: 300_000 });
+    t.not(r.status, 0);
+    t.match(output(r), /FailedPrecondition.*only a running container can be checkpointed/s, "code and reason", { output: output(r) });
+    t.equal((await vm.ssh("test -e /root/stopped.tar")).status, 1, "no archive");
+  });
+
+  t.test("a pod on the host's network: checkpointed, or refused naming it", async (t) => {
+    const host = await runCounter(vm, "hostnet", true);
+    const r = await vm.ssh(`${crictl} checkpoint --export=/root/hostnet.tar ${host.container}`, { timeoutMs: 1_200_000 });
+    if (r.status === 0) {
+      t.comment("CRIU checkpointed the host-network container");
+      t.match(await vm.run("tar -tf /root/hostnet.tar"), /^config\.dump$/m);
+    } else {
+      t.comment(`refused: ${output(r)}`);
+      t.match(output(r), /FailedPrecondition.*host's network namespace/s, "FAILED_PRECONDITION naming the host network", { output: output(r) });
+      t.equal((await vm.ssh("test -e /root/hostnet.tar")).status, 1, "no archive");
+    }
+    t.equal(await state(vm, host.container), "CONTAINER_RUNNING", "the container runs on either way");
+  });
+}
