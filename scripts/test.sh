@@ -30,7 +30,7 @@
 # CRIDOCK_CRITEST_PROCS (default 3) is the number of critest processes.
 #
 # Usage: scripts/test.sh [unit|integration|packaging|faults|deno|conformance|e2e|cluster|node-conformance|vm]...
-#        (default: all, in that order)
+#        (default: all, in that order; vm-kubeadm and vm-reboot only when named)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -197,6 +197,22 @@ kill_tree() {
   kill -TERM "$1" 2>/dev/null || true
 }
 
+# run_own_vm_suite SUITE ENGINE WHAT: a suite of test/SUITE whose file
+# boots a VM of its own (CRIDOCK_VM_NODE unset), given the .deb built here.
+run_own_vm_suite() {
+  local suite="$1" engine="$2" what="$3" deb=""
+  echo "# ---- $suite@$engine ($what)"
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" image >/dev/null
+  build_deb && deb="$BUILT_DEB"
+  if [[ -z "$deb" || ! -f "$deb" ]]; then
+    SUMMARY_ARGS+=(--failed "$suite@$engine=the .deb's build failed")
+    return 0
+  fi
+  SUITE_ENV=(CRIDOCK_VM_DEB="$deb")
+  run_tap_suite "$suite" "$engine" --jobs=1 --timeout=3600 --disable-coverage
+  SUITE_ENV=()
+}
+
 # kubeadm on the cgroup v2 node (test/vm-kubeadm): the file boots a VM of
 # its own (3 GiB), installs the .deb there and runs `kubeadm init`, which
 # pulls the control plane's images from the host's mirror registry
@@ -204,19 +220,19 @@ kill_tree() {
 # plane alone takes minutes of emulated CPU to come up, and the whole file
 # more than CI's budget leaves (docs/testing.md, "kubeadm on the node").
 run_vm_kubeadm() {
-  local engine="$1" deb=""
-  echo "# ---- vm-kubeadm@$engine (kubeadm on the cgroup v2 node)"
-  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" image >/dev/null
   bash "$CRIDOCK_REPO_ROOT/scripts/install-kubernetes.sh" >/dev/null
   bash "$CRIDOCK_REPO_ROOT/scripts/cluster-images.sh"
-  build_deb && deb="$BUILT_DEB"
-  if [[ -z "$deb" || ! -f "$deb" ]]; then
-    SUMMARY_ARGS+=(--failed "vm-kubeadm@$engine=the .deb's build failed")
-    return 0
-  fi
-  SUITE_ENV=(CRIDOCK_VM_DEB="$deb")
-  run_tap_suite vm-kubeadm "$engine" --jobs=1 --timeout=3600 --disable-coverage
-  SUITE_ENV=()
+  run_own_vm_suite vm-kubeadm "$1" "kubeadm on the cgroup v2 node"
+}
+
+# Reboots of the cgroup v2 node (test/vm-reboot): the file boots a VM of its
+# own, since it reboots it, runs kubelet there as an enabled unit and
+# reboots twice (clean, and by sysrq's reset). Not in the default run: with
+# its quarter of an hour the vm suite would end after the host's suites on
+# a fresh machine (docs/testing.md, "Reboots of the node").
+run_vm_reboot() {
+  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
+  run_own_vm_suite vm-reboot "$1" "reboots of the cgroup v2 node"
 }
 
 # The kubelet suite (test/e2e), with the evented PLEG (and the generic one on
@@ -383,7 +399,7 @@ prebuild_steps() {
   [[ " ${ENGINES[*]} " == *" docker29"* && "$suites" != " unit " ]] && engine29=1
   ((tests)) && steps+=(packages)
   # Beside the others from the start (prebuild-tools.sh): mostly downloads.
-  [[ "$suites" == *" vm "* || "$suites" == *" vm-kubeadm "* ]] && steps+=(vm-image)
+  [[ "$suites" == *" vm "* || "$suites" == *" vm-kubeadm "* || "$suites" == *" vm-reboot "* ]] && steps+=(vm-image)
   [[ "$suites" != " unit " ]] && steps+=(cri-tools)
   ((engine29)) && steps+=(docker-engine)
   if [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* || "$suites" == *" vm"* ]] || ((tests)); then steps+=(kubernetes); fi
@@ -497,6 +513,7 @@ main() {
           run_vm "$engine"
           ;;
         vm-kubeadm) run_vm_kubeadm "$engine" ;;
+        vm-reboot) run_vm_reboot "$engine" ;;
         deno)
           # cridock runs under Deno here, which writes no coverage Node's tooling reads.
           run_tap_suite deno "$engine" --jobs=1 --timeout=300 --disable-coverage
@@ -511,7 +528,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance, vm, vm-kubeadm)" ;;
+        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance, vm, vm-kubeadm, vm-reboot)" ;;
       esac
       TIMES+=("$suite@$engine $((SECONDS - started)) s")
     done

@@ -18,6 +18,12 @@
 #   vm-node.sh copy NAME SRC DST copies the host file or directory SRC to the
 #                                guest path DST (a file or a directory made
 #                                there), through a read-only 9p share
+#   vm-node.sh reboot NAME [--crash]
+#                                reboots the guest on the same overlay and
+#                                waits for its ssh: `systemctl reboot`, or with
+#                                --crash sysrq's immediate reboot (no sync, no
+#                                unmount, no unit stopped: a power loss as the
+#                                guest sees it)
 #   vm-node.sh stop NAME|--all   powers the guest off (killed after a bounded
 #                                wait) and removes its overlay
 #   vm-node.sh status            the image, and each VM with its pid, port and
@@ -53,6 +59,8 @@ VM_MEMORY_MB="${CRIDOCK_VM_MEMORY_MB:-2048}"
 VM_BOOT_TIMEOUT="${CRIDOCK_VM_BOOT_TIMEOUT:-420}"
 # Seconds stop gives the guest's own poweroff before it kills qemu.
 VM_STOP_TIMEOUT=90
+# Seconds reboot waits for the guest's reset after asking for it.
+VM_REBOOT_TIMEOUT=600
 # Files go in through a read-only virtio-9p share of the VM's directory
 # share/ (mounted in the guest at $VM_SHARE_MOUNT on first use): ssh moves
 # about 2 MB/s under TCG whatever the cipher, which is 40 s for kubelet.
@@ -382,15 +390,17 @@ free_port() {
   die "no free port found on 127.0.0.1"
 }
 
-# launch NAME OVERLAY: qemu in the background (start_daemon: its own
-# session, pid file, log), niced so the host's own work goes first.
+# launch NAME OVERLAY PORT SHARE: qemu in the background (start_daemon:
+# its own session, pid file, log), niced so the host's own work goes first.
+# The console log starts empty, but for a reboot (LAUNCH_KEEP_CONSOLE=1),
+# which appends the new boot to the old one's shutdown.
 launch() {
   local name="$1" overlay="$2" port="$3" share="$4"
   local console="$ENV_LOG_DIR/vm-$name-console.log" netdev="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" p
   for p in "${VM_HOST_PORTS[@]}"; do
     netdev+=",guestfwd=tcp:$VM_HOST_ADDR:$p-cmd:socat STDIO TCP:127.0.0.1:$p"
   done
-  : >"$console"
+  [[ "${LAUNCH_KEEP_CONSOLE:-0}" == 1 ]] || : >"$console"
   start_daemon "$(pid_file_name "$name")" nice -n 10 qemu-system-x86_64 \
     -name "cridock-vm-$name" -machine q35,accel=tcg -cpu max,la57=off -smp 2 -m "$VM_MEMORY_MB" \
     -nodefaults -display none -no-reboot \
@@ -420,19 +430,35 @@ cmd_start() {
     mkdir -p "$dir/share"
     qemu-img create -q -f qcow2 -b "$VM_IMAGE_DIR/base.qcow2" -F qcow2 "$dir/disk.qcow2"
     : >"$ENV_LOG_DIR/vm-$name.log"
-    for ((attempt = 1; ; attempt++)); do
-      port="$(free_port)"
-      echo "$port" >"$ENV_RUN_DIR/vm-$name.port"
-      launch "$name" "$dir/disk.qcow2" "$port" "$dir/share"
-      # qemu exits at once when the forward's port was taken meanwhile.
-      sleep 2
-      pid_of "$pid_name" >/dev/null && break
-      ((attempt < 3)) || die "qemu exited at start; see $ENV_LOG_DIR/vm-$name.log"
-      vm_log "qemu exited at start (port $port taken?); trying another port"
-    done
-    pid="$(pid_of "$pid_name")"
-    vm_log "VM $name booting: pid $pid, ssh on 127.0.0.1:$port, console log $ENV_LOG_DIR/vm-$name-console.log"
+    boot_overlay "$name" ""
   fi
+  wait_for_ssh "$name"
+}
+
+# boot_overlay NAME PORT: qemu on NAME's overlay, ssh forwarded from PORT
+# (a free one when empty or taken).
+boot_overlay() {
+  local name="$1" port="$2" dir="$VM_OVERLAY_ROOT/$1" pid_name attempt pid
+  pid_name="$(pid_file_name "$name")"
+  for ((attempt = 1; ; attempt++)); do
+    [[ -n "$port" ]] || port="$(free_port)"
+    echo "$port" >"$ENV_RUN_DIR/vm-$name.port"
+    launch "$name" "$dir/disk.qcow2" "$port" "$dir/share"
+    # qemu exits at once when the forward's port was taken meanwhile.
+    sleep 2
+    pid_of "$pid_name" >/dev/null && break
+    ((attempt < 3)) || die "qemu exited at start; see $ENV_LOG_DIR/vm-$name.log"
+    vm_log "qemu exited at start (port $port taken?); trying another port"
+    port=""
+  done
+  pid="$(pid_of "$pid_name")"
+  vm_log "VM $name booting: pid $pid, ssh on 127.0.0.1:$port, console log $ENV_LOG_DIR/vm-$name-console.log"
+}
+
+# wait_for_ssh NAME: until the booting guest's ssh answers (bounded), then its master connection.
+wait_for_ssh() {
+  local name="$1" pid_name
+  pid_name="$(pid_file_name "$name")"
   local started=$SECONDS next=15 line
   while ! ssh_answers "$name"; do
     pid_of "$pid_name" >/dev/null || die "VM $name stopped while booting; see $ENV_LOG_DIR/vm-$name-console.log and vm-$name.log"
@@ -448,6 +474,44 @@ cmd_start() {
   done
   vm_log "VM $name: ssh answers after $((SECONDS - started))s"
   start_ssh_master "$name"
+}
+
+# cmd_reboot NAME [--crash]: the guest reboots itself; qemu (-no-reboot)
+# exits at its reset, and NAME's overlay is booted again on the same port.
+# --crash is sysrq's `b`: the kernel resets the machine at once, with the
+# page cache unwritten and the file systems mounted, as at a power loss.
+# (Killing qemu would not be one: with cache=unsafe, qemu's own qcow2
+# metadata would be lost too, which no real disk does.) A clean reboot
+# stops every unit first: Docker's containers take their grace period, so
+# the wait for qemu to end is long under TCG.
+cmd_reboot() {
+  local name="$1" crash="${2:-}" pid_name pid port how i
+  pid_name="$(pid_file_name "$name")"
+  pid="$(pid_of "$pid_name")" || die "VM $name is not running"
+  port="$(vm_port "$name")" || die "VM $name has no port file"
+  if [[ "$crash" == --crash ]]; then
+    how="echo 1 >/proc/sys/kernel/sysrq && echo b >/proc/sysrq-trigger"
+  elif [[ -z "$crash" ]]; then
+    how="systemctl reboot"
+  else
+    die "reboot: unknown option '$crash' (--crash or nothing)"
+  fi
+  vm_log "VM $name: ${crash:+crashing and }rebooting ($how)"
+  # The session dies with the guest: its status says nothing.
+  timeout 60 bash -c "$(declare -f vm_log vm_port ssh_options vm_ssh die); $(declare -p ENV_RUN_DIR VM_SSH_KEY); vm_ssh $name '$how'" </dev/null >/dev/null 2>&1 || true
+  for ((i = 0; i < VM_REBOOT_TIMEOUT; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 1
+  done
+  kill -0 "$pid" 2>/dev/null && die "VM $name: qemu still runs ${VM_REBOOT_TIMEOUT}s after '$how' (left running)"
+  rm -f "$ENV_RUN_DIR/$pid_name.pid"
+  stop_daemon "ssh-vm-$name" 5
+  rm -f "$ENV_RUN_DIR/vm-$name.ssh"
+  vm_log "VM $name went down after ${i}s; booting it again"
+  # The kernel and initrd of the image this overlay was made from.
+  VM_IMAGE_DIR="$(dirname "$(cat "$VM_OVERLAY_ROOT/$name/backing")")"
+  LAUNCH_KEEP_CONSOLE=1 boot_overlay "$name" "$port"
+  wait_for_ssh "$name"
 }
 
 # stop_vm NAME: poweroff through ssh, then SIGTERM (qemu quits at once),
@@ -560,6 +624,7 @@ main() {
     ssh) (($# >= 1)) || usage; check_name "$1"; vm_ssh "$@" ;;
     copy) (($# == 3)) || usage; check_name "$1"; cmd_copy "$@" ;;
     stop) (($# == 1)) || usage; require_root; cmd_stop "$1" ;;
+    reboot) (($# == 1 || $# == 2)) || usage; require_root; check_name "$1"; cmd_reboot "$@" ;;
     status) cmd_status ;;
     # Internal: build_image runs this in a private mount namespace.
     _chroot-install) install_guest_packages "$1" ;;

@@ -24,6 +24,7 @@ import { CheckpointStore } from "./store/checkpoint.ts";
 import { SandboxManager } from "./runtime/sandbox/manager.ts";
 import type { SandboxRecord } from "./runtime/sandbox/record.ts";
 import { recoverSandboxes } from "./runtime/sandbox/recovery.ts";
+import { bootedSince, BootStore, currentBootId } from "./store/boot.ts";
 import { adoptCriDockerdSandboxes } from "./runtime/sandbox/adopt.ts";
 import { join } from "node:path";
 import { StatsService } from "./runtime/stats.ts";
@@ -110,7 +111,12 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     runtimeNames: async () => Object.keys((await docker.info()).Runtimes ?? {}),
     containerRemoved: (id) => logFollowers.forget(id),
   });
-  await recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log });
+  const boots = new BootStore(config.rootDirectory);
+  const bootId = await currentBootId();
+  const rebooted = bootedSince(await boots.load(), bootId);
+  await recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log, rebooted });
+  // Only once recovery is through: a start that fails before this stops the old boot's sandboxes again.
+  if (bootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
 
   const containers = new ContainerManager({
     docker,

@@ -17,7 +17,7 @@ import { isNotFound } from "../docker/errors.ts";
 import type { Logger } from "../log.ts";
 import { JsonFileFollower } from "./file-follower.ts";
 import { LogFollower } from "./follower.ts";
-import { FollowStateStore, type FollowState } from "./resume.ts";
+import { FollowStateStore, UnreadableFollowState, type FollowState } from "./resume.ts";
 
 /** What both kinds of follower offer. */
 interface Follower {
@@ -105,7 +105,13 @@ export class LogFollowers {
   async resumeAll(): Promise<number> {
     let resumed = 0;
     for (const id of await this.store.list()) {
-      const state = await this.store.load(id);
+      const state = await this.store.load(id).catch(async (err: unknown) => {
+        if (!(err instanceof UnreadableFollowState)) throw err;
+        // Where the follower was is lost: its output from here on would be a guess.
+        const aside = await this.store.setAside(id);
+        this.log.warn({ containerId: id, setAside: aside, err }, "set aside an unreadable log position: this container's output is no longer copied to its CRI log");
+        return undefined;
+      });
       if (!state) {
         await this.store.remove(id);
         continue;

@@ -17,6 +17,7 @@
  */
 import { open, readdir, readFile, rename, unlink, writeFile, mkdir, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { CridockError } from "../errors.ts";
 import type { TailPosition } from "./json-tail.ts";
 
 /** Cross-stream reordering in Docker's log file stays far below this. */
@@ -112,6 +113,17 @@ export class WrittenTracker {
   }
 }
 
+/** Where FollowStateStore.setAside puts state files that could not be read. */
+export const UNREADABLE_DIR = "corrupt";
+
+/** A follow state file that exists but cannot be read back (torn by a power loss, or damaged). */
+export class UnreadableFollowState extends CridockError {
+  constructor(readonly path: string, cause: unknown) {
+    super("INTERNAL", `log position ${path} cannot be read`, { cause });
+    this.name = "UnreadableFollowState";
+  }
+}
+
 /**
  * Persisted follow states, one JSON file per container under `<root>/logs`.
  * Each container's follower saves several times over its life and removes
@@ -162,9 +174,18 @@ export class FollowStateStore {
         ...raw,
         point: { since: BigInt(raw.point.since), skip: Number(raw.point.skip), lastNanos: BigInt(raw.point.lastNanos) },
       };
-    } catch {
-      return undefined;
+    } catch (err) {
+      throw new UnreadableFollowState(this.file(containerId), err);
     }
+  }
+
+  /** Moves an unreadable state into `corrupt/`, named with the time, for a person to look at; returns its new path. */
+  async setAside(containerId: string): Promise<string> {
+    const dir = join(this.dir, UNREADABLE_DIR);
+    await mkdir(dir, { recursive: true });
+    const aside = join(dir, `${containerId}.json.${new Date().toISOString().replace(/[:.]/g, "-")}`);
+    await rename(this.file(containerId), aside);
+    return aside;
   }
 
   /** Removes the state and a temporary file a crash may have left; none there is fine. */

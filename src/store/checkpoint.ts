@@ -10,9 +10,11 @@ import { randomBytes } from "node:crypto";
 import { CridockError } from "../errors.ts";
 
 const SUFFIX = ".json";
+/** Where setAside puts files that could not be read. */
+export const CORRUPT_DIR = "corrupt";
 const KEY_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
-/** A checkpoint file that exists but cannot be understood (callers may delete it). */
+/** A checkpoint file that exists but cannot be understood (callers may set it aside). */
 export class CorruptCheckpointError extends CridockError {
   constructor(readonly path: string, cause: unknown) {
     super("INTERNAL", `checkpoint ${path} is corrupt`, { cause });
@@ -82,6 +84,19 @@ export class CheckpointStore<T> {
     return parsed.data;
   }
 
+  /**
+   * Moves KEY's file into `corrupt/` under the directory, named with the
+   * time, for a person to look at: a file that cannot be read is never
+   * deleted on the reader's word alone. Returns its new path.
+   */
+  async setAside(key: string): Promise<string> {
+    const dir = join(this.directory, CORRUPT_DIR);
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const aside = join(dir, `${key}${SUFFIX}.${new Date().toISOString().replace(/[:.]/g, "-")}`);
+    await rename(this.pathOf(key), aside);
+    return aside;
+  }
+
   async remove(key: string): Promise<void> {
     await rm(this.pathOf(key), { force: true });
   }
@@ -110,5 +125,31 @@ export class CheckpointStore<T> {
     } finally {
       await dir.close();
     }
+  }
+}
+
+/**
+ * One string kept in a checkpoint of its own: KEY under DIRECTORY, stored
+ * as `{ FIELD: value }`. Reading never fails: a value never saved, or not
+ * readable, is undefined (the caller's next save replaces it).
+ */
+export class StoredString {
+  private readonly store: CheckpointStore<Record<string, unknown>>;
+
+  constructor(directory: string, private readonly key: string, private readonly field: string) {
+    this.store = new CheckpointStore<Record<string, unknown>>(directory);
+  }
+
+  async load(): Promise<string | undefined> {
+    try {
+      const value = (await this.store.read(this.key))?.[this.field];
+      return typeof value === "string" && value ? value : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async save(value: string): Promise<void> {
+    await this.store.write(this.key, { [this.field]: value });
   }
 }

@@ -7,32 +7,11 @@
  * the CNI config it writes from its template.
  */
 import { join } from "node:path";
-import { CheckpointStore } from "./checkpoint.ts";
+import { StoredString } from "./checkpoint.ts";
 
-interface Stored {
-  podCidr: string;
-}
-
-const KEY = "pod-cidr";
-
-export class PodCidrStore {
-  private readonly store: CheckpointStore<Stored>;
-
+/** The CIDR last saved, or undefined (never saved, or unreadable: kubelet's next one replaces it). */
+export class PodCidrStore extends StoredString {
   constructor(rootDirectory: string) {
-    this.store = new CheckpointStore<Stored>(join(rootDirectory, "network"));
-  }
-
-  /** The CIDR last saved, or undefined (never saved, or unreadable: kubelet's next one replaces it). */
-  async load(): Promise<string | undefined> {
-    try {
-      const stored = await this.store.read(KEY);
-      return typeof stored?.podCidr === "string" && stored.podCidr ? stored.podCidr : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
-  async save(podCidr: string): Promise<void> {
-    await this.store.write(KEY, { podCidr });
+    super(join(rootDirectory, "network"), "pod-cidr", "podCidr");
   }
 }

@@ -10,6 +10,8 @@
  * the image, booting) print the script's progress on stderr.
  */
 import { spawn } from "node:child_process";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 import { CATALOG } from "../../scripts/images/catalog.ts";
@@ -121,6 +123,16 @@ export class VmNode {
     if (r.status !== 0) throw new Error(describe(`copying ${source} to VM ${this.name}:${destination}`, r, timeoutMs));
   }
 
+  /**
+   * Reboots the guest on the same disk and waits for its ssh: `systemctl
+   * reboot`, or with crash sysrq's immediate reset (no sync, no unmount,
+   * no unit stopped: a power loss as the guest sees it).
+   */
+  async reboot({ crash = false, timeoutMs = 30 * 60_000 }: { crash?: boolean; timeoutMs?: number } = {}): Promise<void> {
+    const r = await runCommand("bash", [SCRIPT, "reboot", this.name, ...(crash ? ["--crash"] : [])], { timeoutMs, progress: true });
+    if (r.status !== 0) throw new Error(describe(`vm-node.sh reboot ${this.name}${crash ? " --crash" : ""}`, r, timeoutMs));
+  }
+
   /** Powers the guest off (killed after a bounded wait) and removes its overlay. */
   async stop(timeoutMs = 150_000): Promise<void> {
     const r = await runCommand("bash", [SCRIPT, "stop", this.name], { timeoutMs });
@@ -160,6 +172,32 @@ export async function suiteNode(t: { teardown(fn: () => unknown): void }, name: 
   const vm = await VmNode.start(name);
   t.teardown(() => vm.stop());
   return vm;
+}
+
+/**
+ * What a VM file starts with, made side by side: its node (suiteNode), the
+ * suite's .deb (suiteDeb) and the image tarballs BUILD writes into a
+ * scratch directory (removed when the file ends). CLEANUP, registered as
+ * soon as the node is up, leaves a shared node as the next file expects.
+ * Throws what failed, after the node's cleanup is registered.
+ */
+export async function suiteSetup(
+  t: { teardown(fn: () => unknown): void; comment(message: string): void },
+  name: string,
+  build: (dir: string) => Promise<string[]>,
+  cleanup?: (vm: VmNode) => Promise<unknown>,
+): Promise<{ vm: VmNode; deb: string; images: string[] }> {
+  const started = Date.now();
+  const scratch = await mkdtemp(join(tmpdir(), `cridock-vm-${name}-`));
+  t.teardown(() => rm(scratch, { recursive: true, force: true }));
+  const [booted, built, images] = await Promise.allSettled([suiteNode(t, name), suiteDeb(), build(scratch)]);
+  if (booted.status === "rejected") throw booted.reason;
+  const vm = booted.value;
+  if (cleanup) t.teardown(() => cleanup(vm));
+  if (built.status === "rejected") throw built.reason;
+  if (images.status === "rejected") throw images.reason;
+  t.comment(`VM booted, .deb and images built in ${Math.round((Date.now() - started) / 1000)} s`);
+  return { vm, deb: built.value, images: images.value };
 }
 
 /** The .deb scripts/test.sh built for the suite (CRIDOCK_VM_DEB), else one built now. */

@@ -24,11 +24,9 @@
  */
 import t from "tap";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CRI_TOOLS_BIN_DIR, CRICTL, DEFAULT_PAUSE_IMAGE, REGISTRY } from "../helpers/env.ts";
-import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { ensureDebInstalled, loadImage, suiteSetup, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
 
 const CHECKPOINTCTL = join(CRI_TOOLS_BIN_DIR, "checkpointctl");
@@ -88,15 +86,7 @@ const skip = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/install
 if (skip) {
   t.plan(0, skip);
 } else {
-  const started = Date.now();
-  const scratch = await mkdtemp(join(tmpdir(), "cridock-vm-checkpoint-"));
-  t.teardown(() => rm(scratch, { recursive: true, force: true }));
-  const [booted, built, images] = await Promise.allSettled([suiteNode(t, "checkpoint"), suiteDeb(), buildImages(scratch)]);
-  if (booted.status === "rejected") throw booted.reason;
-  const vm = booted.value;
-  if (built.status === "rejected") throw built.reason;
-  if (images.status === "rejected") throw images.reason;
-  t.comment(`VM booted, .deb and images built in ${seconds(started)}`);
+  const { vm, deb, images } = await suiteSetup(t, "checkpoint", buildImages);
 
   // dockerd's configuration as this file found it, put back (and docker restarted) at the end.
   const original = await vm.ssh(`cat ${DAEMON_JSON}`);
@@ -110,7 +100,7 @@ if (skip) {
 
   t.test("the node: cridock from its .deb, dockerd in experimental mode, criu, the images", async (t) => {
     let since = Date.now();
-    await ensureDebInstalled(vm, built.value);
+    await ensureDebInstalled(vm, deb);
     t.comment(`.deb installed in ${seconds(since)}`);
     t.match(await vm.run("criu check 2>&1", { timeoutMs: 300_000 }), /Looks good/, "criu check: Looks good");
     since = Date.now();
@@ -121,7 +111,7 @@ if (skip) {
     t.equal((await vm.run("docker info --format '{{.ExperimentalBuild}}'", { timeoutMs: 300_000 })).trim(), "true", "dockerd runs in experimental mode");
     t.comment(`docker restarted in ${seconds(since)}`);
     since = Date.now();
-    for (const archive of images.value) await loadImage(vm, archive);
+    for (const archive of images) await loadImage(vm, archive);
     await vm.copy(CRICTL, "/usr/local/bin/crictl");
     t.comment(`images and crictl in the guest in ${seconds(since)}`);
     const ready = await waitFor(async () => ((await vm.ssh(`${crictl} info`, { timeoutMs: 180_000 })).status === 0 ? true : undefined), 300_000);

@@ -43,79 +43,17 @@
  */
 import t, { type Test } from "tap";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { CRICTL, DEFAULT_PAUSE_IMAGE, KUBERNETES_BIN_DIR, REGISTRY } from "../helpers/env.ts";
+import { CRICTL, DEFAULT_PAUSE_IMAGE } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
-import { buildDebAs, ensureDebInstalled, installDeb, loadImage, shellQuote, suiteDeb, suiteNode, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
-import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
+import { buildDebAs, ensureDebInstalled, installDeb, shellQuote, suiteSetup, waitFor, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { buildKubeletImages, KUBELET, kubeletConfig, MANIFESTS, NODE_NAME, podManifest, prepareKubeletNode, READ_ONLY_PORT, startKubelet } from "../helpers/vm-kubelet.ts";
 
-const KUBELET = join(KUBERNETES_BIN_DIR, "kubelet");
-/** A small busybox (sh, sleep, dd) for the pods' containers. */
-const BUSYBOX = `${REGISTRY}/cridock-test/busybox-vm:1`;
-const NODE_NAME = "cridock-vm";
-const MANIFESTS = "/etc/kubernetes/manifests";
-const KUBELET_CONFIG = "/etc/kubernetes/kubelet-config.json";
 const POD = "limits";
-const READ_ONLY_PORT = 10255;
 /** A swap file, on from before kubelet starts: kubelet's NoSwap must still give memory.swap.max 0. */
 const SWAP_FILE = "/cridock-test.swap";
 const SWAP_SIZE = "512M";
 
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
-
-/** The two docker-load tarballs, in DIR. */
-async function buildImages(dir: string): Promise<string[]> {
-  const archives = [join(dir, "pause.tar"), join(dir, "busybox.tar")];
-  await writePauseArchive(archives[0]!);
-  await writeImageArchive(archives[1]!, [...busyboxEntries(["sh", "sleep", "dd", "mkfifo"]), ...userlandEntries()], { Cmd: ["sh"], Env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"] }, [BUSYBOX]);
-  return archives;
-}
-
-/**
- * kubelet's defaults with the systemd driver, besides what a standalone
- * kubelet needs, and:
- * - swap left on (failSwapOn false), with its default behaviour, NoSwap;
- * - PodAndContainerStatsFromCRI (alpha): pod and container stats, PSI
- *   included, from cridock's ListPodSandboxStats rather than cAdvisor;
- * - the read-only port on the guest's loopback, for /stats/summary with
- *   busybox's wget.
- */
-function kubeletConfig(): Record<string, unknown> {
-  return {
-    apiVersion: "kubelet.config.k8s.io/v1beta1",
-    kind: "KubeletConfiguration",
-    cgroupDriver: "systemd",
-    containerRuntimeEndpoint: "unix:///var/run/cridock.sock",
-    staticPodPath: MANIFESTS,
-    // Standalone: no API server to authenticate against; the API on the guest's loopback only.
-    address: "127.0.0.1",
-    authentication: { anonymous: { enabled: true }, webhook: { enabled: false } },
-    authorization: { mode: "AlwaysAllow" },
-    readOnlyPort: READ_ONLY_PORT,
-    failSwapOn: false,
-    memorySwap: { swapBehavior: "NoSwap" },
-    featureGates: { PodAndContainerStatsFromCRI: true },
-  };
-}
-
-/** kubelet as a transient systemd unit, with CONFIG written first (a unit stopped before is gone). */
-async function startKubelet(vm: VmNode, config: Record<string, unknown>): Promise<void> {
-  await vm.run(`mkdir -p ${MANIFESTS} && cat >${KUBELET_CONFIG}`, { input: JSON.stringify(config, null, 2) });
-  await vm.run(
-    `systemd-run --unit=kubelet --description="kubelet (cridock VM test)" /usr/local/bin/kubelet --config=${KUBELET_CONFIG} --hostname-override=${NODE_NAME} --v=2`,
-  );
-}
-
-function podManifest(name: string, ...containers: Record<string, unknown>[]): Record<string, unknown> {
-  return {
-    apiVersion: "v1",
-    kind: "Pod",
-    metadata: { name, namespace: "default" },
-    spec: { terminationGracePeriodSeconds: 5, containers: containers.map((c) => ({ image: BUSYBOX, imagePullPolicy: "Never", ...c })) },
-  };
-}
 
 const LIMITS_POD = podManifest(POD, {
   name: "app",
@@ -191,32 +129,16 @@ function output(r: RunResult): string {
 if (!existsSync(KUBELET)) {
   t.plan(0, `${KUBELET} is missing: scripts/install-kubernetes.sh builds it`);
 } else {
-  const started = Date.now();
-  const scratch = await mkdtemp(join(tmpdir(), "cridock-vm-kubelet-"));
-  t.teardown(() => rm(scratch, { recursive: true, force: true }));
-  const [booted, built, images] = await Promise.allSettled([suiteNode(t, "pods"), suiteDeb(), buildImages(scratch)]);
-  if (booted.status === "rejected") throw booted.reason;
-  const vm = booted.value;
   // A shared node is left without kubelet and its pods for the next file.
-  t.teardown(() =>
+  const { vm, deb, images } = await suiteSetup(t, "pods", buildKubeletImages, (vm) =>
     vm.ssh(`systemctl stop kubelet; rm -f ${MANIFESTS}/*; docker ps -aq --filter label=io.kubernetes.docker.type | xargs -r docker rm -f; swapoff ${SWAP_FILE}; rm -f ${SWAP_FILE}`, {
       timeoutMs: 300_000,
     }),
   );
-  if (built.status === "rejected") throw built.reason;
-  if (images.status === "rejected") throw images.reason;
-  t.comment(`VM booted, .deb and images built in ${seconds(started)}`);
 
   t.test("the node: cridock from its .deb, kubelet, the images loaded", async (t) => {
-    let since = Date.now();
-    await ensureDebInstalled(vm, built.value);
-    t.comment(`.deb installed in ${seconds(since)}`);
-    since = Date.now();
-    for (const archive of images.value) await loadImage(vm, archive);
-    t.comment(`images loaded in ${seconds(since)}`);
-    since = Date.now();
-    await vm.copy(KUBELET, "/usr/local/bin/kubelet", 900_000);
-    t.comment(`kubelet copied in ${seconds(since)}`);
+    const took = await prepareKubeletNode(vm, deb, images);
+    t.comment(`.deb installed in ${took.deb} s, images loaded in ${took.images} s, kubelet copied in ${took.kubelet} s`);
     t.match(await vm.run("/usr/local/bin/kubelet --version", { timeoutMs: 300_000 }), /^Kubernetes v1\.36\.3$/m, "kubelet v1.36.3 runs in the guest");
     t.match(await vm.run("docker image ls --format '{{.Repository}}:{{.Tag}}'"), new RegExp(`^${DEFAULT_PAUSE_IMAGE.replace(/\./g, "\\.")}$`, "m"), "the pause image is loaded");
     await vm.run(
@@ -389,7 +311,7 @@ if (!existsSync(KUBELET)) {
 
     pid = await mainPid(vm);
     since = Date.now();
-    await installDeb(vm, built.value, { allowDowngrades: true });
+    await installDeb(vm, deb, { allowDowngrades: true });
     t.comment(`downgrade installed in ${seconds(since)}`);
     t.equal(await version(), `${CRIDOCK_VERSION} install ok installed`, "the first build is back");
     t.not(await mainPid(vm), pid, "postinst restarted cridock.service");
@@ -422,7 +344,7 @@ if (!existsSync(KUBELET)) {
     t.comment(`purged in ${seconds(since)}`);
     t.equal(await version(), "", "the package is gone");
     t.equal(await podProcesses(), before, "the purge stopped no container");
-    await ensureDebInstalled(vm, built.value);
+    await ensureDebInstalled(vm, deb);
     t.ok(await serviceActive(vm), "cridock.service active after a fresh install");
     t.equal((await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 })).status, 0, "crictl answers");
     // Lines written while no cridock ran reach the CRI log from dockerd's, once.

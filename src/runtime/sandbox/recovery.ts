@@ -1,13 +1,17 @@
 /**
  * Start-up reconciliation of sandbox checkpoints with Docker and the netns
  * handles, so a cridock killed at any point leaks nothing:
- *  - corrupt checkpoints are dropped;
+ *  - corrupt checkpoints are set aside (store's corrupt/), with a warning;
  *  - a RunPodSandbox that never finished (phase "creating") is undone: CNI
  *    DEL with the cached config, netns handle released, pause container and
  *    checkpoint removed, so the pod is cleanly gone and kubelet retries;
  *  - pause containers of this root that were created but never got a
  *    checkpoint (killed between create and the first write) are removed;
- *  - netns handles no checkpoint refers to are released.
+ *  - netns handles no checkpoint refers to are released;
+ *  - after a reboot (bootedSince, store/boot.ts) every sandbox that was not
+ *    stopped is stopped as StopPodSandbox would: its processes and its
+ *    network namespace died with the old boot, but the CNI plugins' IP
+ *    reservations are on disk and would stay held until kubelet stops it.
  * Checkpoints whose container is gone stay: they are listed NOTREADY until
  * kubelet stops (releasing the IP) and removes them.
  */
@@ -29,6 +33,8 @@ export interface RecoveryDeps {
   sandboxes: SandboxManager;
   rootDirectory: string;
   log: Logger;
+  /** The machine rebooted since cridock last ran (store/boot.ts): nothing of a sandbox runs any more. */
+  rebooted?: boolean;
 }
 
 export interface RecoveryReport {
@@ -37,11 +43,13 @@ export interface RecoveryReport {
   undone: number;
   orphanContainers: number;
   orphanHandles: number;
+  /** Sandboxes stopped because the machine rebooted under them. */
+  stoppedAfterReboot: number;
 }
 
-export async function recoverSandboxes({ docker, store, sandboxes, rootDirectory, log: parent }: RecoveryDeps): Promise<RecoveryReport> {
+export async function recoverSandboxes({ docker, store, sandboxes, rootDirectory, log: parent, rebooted = false }: RecoveryDeps): Promise<RecoveryReport> {
   const log = parent.child({ component: "recovery" });
-  const report: RecoveryReport = { loaded: 0, corrupt: 0, undone: 0, orphanContainers: 0, orphanHandles: 0 };
+  const report: RecoveryReport = { loaded: 0, corrupt: 0, undone: 0, orphanContainers: 0, orphanHandles: 0, stoppedAfterReboot: 0 };
   for (const key of await store.keys()) {
     try {
       const record = await store.read(key);
@@ -51,8 +59,8 @@ export async function recoverSandboxes({ docker, store, sandboxes, rootDirectory
       }
     } catch (err) {
       if (!(err instanceof CorruptCheckpointError)) throw err;
-      log.warn({ path: err.path, err: describeCause(err) }, "dropping a corrupt sandbox checkpoint");
-      await store.remove(key);
+      const aside = await store.setAside(key);
+      log.warn({ path: err.path, setAside: aside, err: describeCause(err) }, "set aside a corrupt sandbox checkpoint (cridock no longer knows that sandbox)");
       report.corrupt++;
     }
   }
@@ -63,6 +71,8 @@ export async function recoverSandboxes({ docker, store, sandboxes, rootDirectory
     await sandboxes.withLock(record.id, () => sandboxes.undo(record));
     report.undone++;
   }
+
+  if (rebooted) report.stoppedAfterReboot = await stopAfterReboot(sandboxes, log);
 
   let ours: Awaited<ReturnType<DockerClient["listContainers"]>> = [];
   try {
@@ -95,4 +105,28 @@ export async function recoverSandboxes({ docker, store, sandboxes, rootDirectory
   }
   log.info(report, "sandbox recovery done");
   return report;
+}
+
+/**
+ * StopPodSandbox for every sandbox not stopped: after a reboot none has a
+ * process left, and its network namespace (so its veth and its handle's
+ * mount) went with the kernel; CNI DEL runs with no namespace (the CNI
+ * spec's DEL on a namespace that is gone), which releases what the plugins
+ * keep on disk, host-local's IP reservation above all. A DEL that fails is
+ * logged and left to kubelet's own StopPodSandbox, which retries it.
+ */
+async function stopAfterReboot(sandboxes: SandboxManager, log: Logger): Promise<number> {
+  const stale = [...sandboxes.records.values()].filter((r) => r.phase !== "stopped" || r.network.phase === "attaching" || r.network.phase === "attached");
+  if (stale.length === 0) return 0;
+  log.info({ sandboxes: stale.length }, "the machine rebooted since cridock last ran: stopping the sandboxes that did not survive it");
+  let stopped = 0;
+  for (const record of stale) {
+    try {
+      await sandboxes.stop(record.id);
+      stopped++;
+    } catch (err) {
+      log.warn({ sandboxId: record.id, err: describeCause(err) }, "could not stop a sandbox the reboot ended; kubelet's StopPodSandbox will retry");
+    }
+  }
+  return stopped;
 }
