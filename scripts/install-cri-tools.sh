@@ -42,16 +42,6 @@ installed() {
     [[ -f "$LEGACY_STAMP" && "$(cat "$LEGACY_STAMP")" == "$CRI_TOOLS_VERSION" ]]
 }
 
-# writable_module_copy GO MODULE@VERSION DIR: the module from the proxy, copied
-# to DIR (the module cache is read-only, and the builds write go.sum).
-writable_module_copy() {
-  local go="$1" module="$2" dir="$3" module_dir
-  module_dir="$("$go" mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-  [[ -n "$module_dir" && -d "$module_dir" ]] || die "go mod download $module gave no module directory"
-  cp -r "$module_dir" "$dir"
-  chmod -R u+w "$dir"
-}
-
 # build_tools GO TOOL...: builds the named tools (crictl, critest, ginkgo) from one download of the module.
 build_tools() {
   local go="$1" scratch ldflags tool; shift
@@ -59,7 +49,7 @@ build_tools() {
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '$scratch'" EXIT
   log "building $* from cri-tools $CRI_TOOLS_VERSION (a few minutes; log: $ENV_LOG_DIR/cri-tools.log)"
-  writable_module_copy "$go" "$MODULE@$CRI_TOOLS_VERSION" "$scratch/src"
+  module_copy "$go" "$MODULE@$CRI_TOOLS_VERSION" "$scratch/src"
   ldflags="-X $MODULE/pkg/version.Version=$CRI_TOOLS_VERSION"
   mkdir -p "$BIN_DIR"
   for tool in "$@"; do
@@ -85,7 +75,7 @@ build_checkpointctl() {
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '$scratch'" EXIT
   log "building checkpointctl $CHECKPOINTCTL_VERSION (log: $ENV_LOG_DIR/cri-tools.log)"
-  writable_module_copy "$go" "$module@$CHECKPOINTCTL_VERSION" "$scratch/src"
+  module_copy "$go" "$module@$CHECKPOINTCTL_VERSION" "$scratch/src"
   (
     cd "$scratch/src"
     CGO_ENABLED=0 "$go" build -mod=mod -trimpath -ldflags "-X main.name=checkpointctl -X main.version=${CHECKPOINTCTL_VERSION#v}" -o "$scratch/checkpointctl" .

@@ -20,16 +20,6 @@ set -euo pipefail
 # shellcheck source=scripts/lib/env-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
 
-# module_copy GO MODULE@VERSION DEST: a writable copy of a module's source
-# (the module cache is read-only).
-module_copy() {
-  local go="$1" module="$2" dest="$3" dir
-  dir="$("$go" mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
-  [[ -n "$dir" && -d "$dir" ]] || die "go mod download $module gave no module directory"
-  cp -r "$dir" "$dest"
-  chmod -R u+w "$dest"
-}
-
 build_engine() {
   local go="$1" out="$2" scratch pkg="github.com/moby/moby/v2" ldflags
   scratch="$(mktemp -d /tmp/cridock-docker-engine.XXXXXX)"

@@ -252,6 +252,16 @@ tool_lock() {
   flock "$fd"
 }
 
+# module_copy GO MODULE@VERSION DEST: a writable copy of a module's source
+# (the module cache is read-only; builds write go.sum).
+module_copy() {
+  local go="$1" module="$2" dest="$3" dir
+  dir="$("$go" mod download -json "$module" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -n "$dir" && -d "$dir" ]] || die "go mod download $module gave no module directory"
+  cp -r "$dir" "$dest"
+  chmod -R u+w "$dest"
+}
+
 # find_go WHAT: the Go toolchain to build WHAT with (PATH, then /usr/local/go).
 find_go() {
   if command -v go >/dev/null; then
