@@ -11,7 +11,7 @@
 #            critest and ginkgo are the tests'
 #   checkpointctl  checkpointctl $CHECKPOINTCTL_VERSION alone (not part of the
 #            default set): it reads the archives CheckpointContainer writes
-#            (test/vm/checkpoint.test.ts); built static (CGO_ENABLED=0) so the
+#            (test/vm-lifecycle/checkpoint.test.ts); built static (CGO_ENABLED=0) so the
 #            cgroup v2 VM node's older libc runs it
 #   --check  build nothing: exit 0 when the tools are there, 1 otherwise
 #   --link   then link crictl into /usr/local/bin when no crictl is on the

@@ -30,7 +30,7 @@
 # CRIDOCK_CRITEST_PROCS (default 3) is the number of critest processes.
 #
 # Usage: scripts/test.sh [unit|integration|packaging|faults|deno|conformance|e2e|cluster|node-conformance|vm]...
-#        (default: all, in that order; vm-kubeadm and vm-reboot only when named)
+#        (default: all, in that order; vm-kubeadm and vm-lifecycle only when named)
 set -euo pipefail
 
 # shellcheck source=scripts/lib/env-common.sh
@@ -124,8 +124,6 @@ run_vm() {
   local boot_pid=$!
   build_deb && deb="$BUILT_DEB"
   bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
-  # checkpointctl reads CheckpointContainer's archives (test/vm/checkpoint.test.ts).
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" checkpointctl >/dev/null
   wait "$boot_pid" || boot_status=$?
   if [[ -z "$deb" || ! -f "$deb" ]] || ((boot_status != 0)); then
     SUMMARY_ARGS+=(--failed "vm@$engine=the .deb's build or the node's boot failed (boot: exit $boot_status; log: $ENV_LOG_DIR/vm-$VM_SUITE_NODE-console.log)")
@@ -225,14 +223,19 @@ run_vm_kubeadm() {
   run_own_vm_suite vm-kubeadm "$1" "kubeadm on the cgroup v2 node"
 }
 
-# Reboots of the cgroup v2 node (test/vm-reboot): the file boots a VM of its
-# own, since it reboots it, runs kubelet there as an enabled unit and
-# reboots twice (clean, and by sysrq's reset). Not in the default run: with
-# its quarter of an hour the vm suite would end after the host's suites on
-# a fresh machine (docs/testing.md, "Reboots of the node").
-run_vm_reboot() {
+# A node's worst days on the cgroup v2 node (test/vm-lifecycle): reboots,
+# clean and by sysrq's reset, with kubelet as an enabled unit, and
+# CheckpointContainer through CRIU. Each file boots a VM of its own (the
+# reboot file reboots it; the checkpoint file switches dockerd to
+# experimental mode). Not in the default run: their 20 minutes of emulated
+# CPU would end the vm suite after the host's suites on a fresh machine,
+# where it starts only once Kubernetes is built (docs/testing.md, "Reboots
+# of the node").
+run_vm_lifecycle() {
   bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
-  run_own_vm_suite vm-reboot "$1" "reboots of the cgroup v2 node"
+  # checkpointctl reads CheckpointContainer's archives (checkpoint.test.ts).
+  bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" checkpointctl >/dev/null
+  run_own_vm_suite vm-lifecycle "$1" "reboots and checkpoints on the cgroup v2 node"
 }
 
 # The kubelet suite (test/e2e), with the evented PLEG (and the generic one on
@@ -399,7 +402,7 @@ prebuild_steps() {
   [[ " ${ENGINES[*]} " == *" docker29"* && "$suites" != " unit " ]] && engine29=1
   ((tests)) && steps+=(packages)
   # Beside the others from the start (prebuild-tools.sh): mostly downloads.
-  [[ "$suites" == *" vm "* || "$suites" == *" vm-kubeadm "* || "$suites" == *" vm-reboot "* ]] && steps+=(vm-image)
+  [[ "$suites" == *" vm "* || "$suites" == *" vm-kubeadm "* || "$suites" == *" vm-lifecycle "* ]] && steps+=(vm-image)
   [[ "$suites" != " unit " ]] && steps+=(cri-tools)
   ((engine29)) && steps+=(docker-engine)
   if [[ "$suites" == *" e2e "* || "$suites" == *" cluster "* || "$suites" == *" vm"* ]] || ((tests)); then steps+=(kubernetes); fi
@@ -513,7 +516,7 @@ main() {
           run_vm "$engine"
           ;;
         vm-kubeadm) run_vm_kubeadm "$engine" ;;
-        vm-reboot) run_vm_reboot "$engine" ;;
+        vm-lifecycle) run_vm_lifecycle "$engine" ;;
         deno)
           # cridock runs under Deno here, which writes no coverage Node's tooling reads.
           run_tap_suite deno "$engine" --jobs=1 --timeout=300 --disable-coverage
@@ -528,7 +531,7 @@ main() {
               -websocket-exec -websocket-attach -websocket-portforward
           fi
           ;;
-        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance, vm, vm-kubeadm, vm-reboot)" ;;
+        *) die "unknown suite '$suite' (unit, integration, packaging, faults, deno, conformance, e2e, cluster, node-conformance, vm, vm-kubeadm, vm-lifecycle)" ;;
       esac
       TIMES+=("$suite@$engine $((SECONDS - started)) s")
     done

@@ -11,7 +11,7 @@ ENV_LOG_DIR="/var/log/cridock-env"
 ENV_RUN_DIR="/run/cridock-env"
 CRIDOCK_TOOLS_DIR="${CRIDOCK_TOOLS_DIR:-/var/cache/cridock-tools}"
 CRI_TOOLS_VERSION="v1.36.0"
-# checkpointctl, which reads container checkpoint archives (test/vm/checkpoint.test.ts;
+# checkpointctl, which reads container checkpoint archives (test/vm-lifecycle/checkpoint.test.ts;
 # install-cri-tools.sh checkpointctl builds it).
 CHECKPOINTCTL_VERSION="v1.4.0"
 # Kubernetes for the e2e suite, the kubelet bench and the kubeadm cluster

@@ -1,6 +1,6 @@
 /**
  * CheckpointContainer against this host's dockerd, which runs without
- * --experimental (and where CRIU cannot work: test/vm/checkpoint.test.ts
+ * --experimental (and where CRIU cannot work: test/vm-lifecycle/checkpoint.test.ts
  * checkpoints for real on the cgroup v2 node): a running container is
  * UNIMPLEMENTED saying why; an unknown id, a sandbox's id, a bad location and
  * an exited container are refused with their codes before anything is

@@ -3,7 +3,7 @@
 // reservations on disk are released without waiting for kubelet; a corrupt
 // checkpoint is set aside, not deleted. A fake Docker and a recording pod
 // network stand in for dockerd and the plugins (the VM's reboot test,
-// test/vm-reboot/reboot.test.ts, does it for real).
+// test/vm-lifecycle/reboot.test.ts, does it for real).
 import t, { type Test } from "tap";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
