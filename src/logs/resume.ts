@@ -18,6 +18,7 @@
 import { open, readdir, readFile, rename, unlink, writeFile, mkdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { CridockError } from "../errors.ts";
+import { setAside } from "../set-aside.ts";
 import type { TailPosition } from "./json-tail.ts";
 
 /** Cross-stream reordering in Docker's log file stays far below this. */
@@ -113,9 +114,6 @@ export class WrittenTracker {
   }
 }
 
-/** Where FollowStateStore.setAside puts state files that could not be read. */
-export const UNREADABLE_DIR = "corrupt";
-
 /** A follow state file that exists but cannot be read back (torn by a power loss, or damaged). */
 export class UnreadableFollowState extends CridockError {
   constructor(readonly path: string, cause: unknown) {
@@ -179,13 +177,9 @@ export class FollowStateStore {
     }
   }
 
-  /** Moves an unreadable state into `corrupt/`, named with the time, for a person to look at; returns its new path. */
-  async setAside(containerId: string): Promise<string> {
-    const dir = join(this.dir, UNREADABLE_DIR);
-    await mkdir(dir, { recursive: true });
-    const aside = join(dir, `${containerId}.json.${new Date().toISOString().replace(/[:.]/g, "-")}`);
-    await rename(this.file(containerId), aside);
-    return aside;
+  /** Moves an unreadable state into `corrupt/` (set-aside.ts); returns its new path. */
+  setAside(containerId: string): Promise<string> {
+    return setAside(this.file(containerId));
   }
 
   /** Removes the state and a temporary file a crash may have left; none there is fine. */

@@ -8,10 +8,9 @@ import { mkdir, open, readdir, readFile, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { CridockError } from "../errors.ts";
+import { setAside } from "../set-aside.ts";
 
 const SUFFIX = ".json";
-/** Where setAside puts files that could not be read. */
-export const CORRUPT_DIR = "corrupt";
 const KEY_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 
 /** A checkpoint file that exists but cannot be understood (callers may set it aside). */
@@ -84,17 +83,9 @@ export class CheckpointStore<T> {
     return parsed.data;
   }
 
-  /**
-   * Moves KEY's file into `corrupt/` under the directory, named with the
-   * time, for a person to look at: a file that cannot be read is never
-   * deleted on the reader's word alone. Returns its new path.
-   */
-  async setAside(key: string): Promise<string> {
-    const dir = join(this.directory, CORRUPT_DIR);
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    const aside = join(dir, `${key}${SUFFIX}.${new Date().toISOString().replace(/[:.]/g, "-")}`);
-    await rename(this.pathOf(key), aside);
-    return aside;
+  /** Moves KEY's file into `corrupt/` (set-aside.ts); returns its new path. */
+  setAside(key: string): Promise<string> {
+    return setAside(this.pathOf(key));
   }
 
   async remove(key: string): Promise<void> {

@@ -10,7 +10,7 @@ import { Writable } from "node:stream";
 import type { DockerClient } from "../../src/docker/client.ts";
 import { createLogger } from "../../src/log.ts";
 import { LogFollowers } from "../../src/logs/followers.ts";
-import { UNREADABLE_DIR as CORRUPT_DIR } from "../../src/logs/resume.ts";
+import { SET_ASIDE_DIR as CORRUPT_DIR } from "../../src/set-aside.ts";
 
 const ID = "d".repeat(64);
 

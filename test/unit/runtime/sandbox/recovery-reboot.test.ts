@@ -12,7 +12,8 @@ import { recoverSandboxes } from "../../../../src/runtime/sandbox/recovery.ts";
 import type { SandboxRecord } from "../../../../src/runtime/sandbox/record.ts";
 import type { PodNetwork, PodNetworkRequest } from "../../../../src/network/plugin.ts";
 import { bootedSince, BootStore, currentBootId } from "../../../../src/store/boot.ts";
-import { CheckpointStore, CORRUPT_DIR } from "../../../../src/store/checkpoint.ts";
+import { CheckpointStore } from "../../../../src/store/checkpoint.ts";
+import { SET_ASIDE_DIR as CORRUPT_DIR } from "../../../../src/set-aside.ts";
 import { createLogger } from "../../../../src/log.ts";
 import { sandboxSpec, scratchSandboxManager } from "../../../helpers/sandbox-fixtures.ts";
 
