@@ -423,7 +423,7 @@ cmd_start() {
   else
     install_missing_packages "${VM_HOST_PACKAGES[@]}"
     image_dir
-    local dir="$VM_OVERLAY_ROOT/$name" attempt port pid
+    local dir="$VM_OVERLAY_ROOT/$name"
     rm -rf "$dir"
     mkdir -p "$dir"
     echo "$VM_IMAGE_DIR/base.qcow2" >"$dir/backing"
@@ -497,8 +497,9 @@ cmd_reboot() {
     die "reboot: unknown option '$crash' (--crash or nothing)"
   fi
   vm_log "VM $name: ${crash:+crashing and }rebooting ($how)"
-  # The session dies with the guest: its status says nothing.
-  timeout 60 bash -c "$(declare -f vm_log vm_port ssh_options vm_ssh die); $(declare -p ENV_RUN_DIR VM_SSH_KEY); vm_ssh $name '$how'" </dev/null >/dev/null 2>&1 || true
+  # The session dies with the guest (as stop_vm's poweroff does): its status says nothing.
+  ssh_options "$name" "$port"
+  timeout 60 ssh -o ControlMaster=no "${SSH_OPTIONS[@]}" root@127.0.0.1 "$how" </dev/null >/dev/null 2>&1 || true
   for ((i = 0; i < VM_REBOOT_TIMEOUT; i++)); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 1

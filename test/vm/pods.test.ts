@@ -254,7 +254,6 @@ if (!existsSync(KUBELET)) {
   // before cridock wrote the container's values again after it.
   t.test("an in-place resize keeps the unified values in force", { skip: noCrictl }, async (t) => {
     if (!limited) return t.fail("no running container to resize (the test before failed)");
-    await vm.copy(CRICTL, "/usr/local/bin/crictl");
     await vm.run(`${crictl} update --memory 100663296 ${limited.id}`, { timeoutMs: 180_000 });
     const after = (await vm.run(`cat ${limited.dir}/memory.max ${limited.dir}/memory.oom.group ${limited.dir}/memory.swap.max`)).trim().split("\n");
     t.same(after, ["100663296", "1", "0"], "memory.max resized; memory.oom.group and memory.swap.max as kubelet asked");
@@ -264,7 +263,6 @@ if (!existsSync(KUBELET)) {
   // restart) and brings it back after a kill -9 (Restart=on-failure): the
   // pods run on untouched, and the CRI log misses and repeats nothing.
   t.test("cridock restarted by systemd and killed -9: no container restarted, no log line lost", { skip: noCrictl }, async (t) => {
-    await vm.copy(CRICTL, "/usr/local/bin/crictl");
     await vm.run(`cat >${MANIFESTS}/counter.json`, { input: JSON.stringify(COUNTER_POD, null, 2) });
     const counter = await waitFor(async () => (await vm.run(`${crictl} ps -q --name '^count$' --state running`, { timeoutMs: 180_000 })).trim().split("\n")[0] || undefined);
     if (!counter) return t.fail("the counter container never ran");
@@ -354,7 +352,6 @@ if (!existsSync(KUBELET)) {
   });
 
   t.test("an OOM kill ends every process of the container: exit 137, reason OOMKilled", { skip: noCrictl }, async (t) => {
-    await vm.copy(CRICTL, "/usr/local/bin/crictl");
     await vm.run(`cat >${MANIFESTS}/oom.json`, { input: JSON.stringify(OOM_POD, null, 2) });
     const since = Date.now();
     // kubelet reads the manifest directory every 20 s; then a sandbox, the container, its first exit.
