@@ -112,11 +112,12 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     containerRemoved: (id) => logFollowers.forget(id),
   });
   const boots = new BootStore(config.rootDirectory);
-  const bootId = await currentBootId();
-  const rebooted = bootedSince(await boots.load(), bootId);
+  const [recordedBootId, bootId] = await Promise.all([boots.load(), currentBootId()]);
+  const rebooted = bootedSince(recordedBootId, bootId);
   await recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log, rebooted });
   // Only once recovery is through: a start that fails before this stops the old boot's sandboxes again.
-  if (bootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
+  // Written when the boot changed only: the same boot's restarts need no fsynced write.
+  if (bootId && bootId !== recordedBootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
 
   const containers = new ContainerManager({
     docker,
