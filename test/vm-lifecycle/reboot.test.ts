@@ -48,11 +48,17 @@ interface SandboxItem {
   state: string;
 }
 
-/** Pod name → id of its ready sandbox with a running container, for each pod (none of them in OLD); undefined until all are. */
-async function readyPods(vm: VmNode, old: Set<string> = new Set()): Promise<Map<string, string> | undefined> {
+/** Every sandbox crictl lists; undefined while crictl gets no answer. */
+async function listSandboxes(vm: VmNode): Promise<SandboxItem[] | undefined> {
   const listed = await vm.ssh(`${crictl} pods -o json`, { timeoutMs: 180_000 });
   if (listed.status !== 0) return undefined;
-  const items = (JSON.parse(listed.stdout) as { items?: SandboxItem[] }).items ?? [];
+  return (JSON.parse(listed.stdout) as { items?: SandboxItem[] }).items ?? [];
+}
+
+/** Pod name → id of its ready sandbox with a running container, for each pod (none of them in OLD); undefined until all are. */
+async function readyPods(vm: VmNode, old: Set<string> = new Set()): Promise<Map<string, string> | undefined> {
+  const items = await listSandboxes(vm);
+  if (!items) return undefined;
   const ready = new Map<string, string>();
   for (const name of POD_NAMES) {
     const sandbox = items.find((s) => s.metadata.name === name && s.state === "SANDBOX_READY" && !old.has(s.id));
@@ -86,7 +92,9 @@ async function leftovers(vm: VmNode, ready: Map<string, string>): Promise<string
   const mounts = (await vm.run(`awk '$3 == "nsfs" {print $2}' /proc/mounts | grep '^${ROOT}/netns/' || true`)).split("\n").filter(Boolean);
   for (const m of mounts) if (!current.has(m.split("/").pop()!)) found.push(`netns mount ${m} of no current sandbox`);
   if (mounts.length !== current.size) found.push(`${mounts.length} netns mounts for ${current.size} pods`);
-  const listed = new Set(((JSON.parse(await vm.run(`${crictl} pods -o json`, { timeoutMs: 180_000 })) as { items?: SandboxItem[] }).items ?? []).map((s) => s.id));
+  const sandboxes = await listSandboxes(vm);
+  if (!sandboxes) return [...found, "crictl pods got no answer"];
+  const listed = new Set(sandboxes.map((s) => s.id));
   const records = (await vm.run(`for f in ${ROOT}/sandbox/*.json; do [ -f "$f" ] && { tr -d '\\n' <"$f"; echo; }; done`)).split("\n").filter(Boolean);
   for (const text of records) {
     const { data } = JSON.parse(text) as { data: { id: string; phase: string; network: { phase: string } } };
