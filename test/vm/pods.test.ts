@@ -112,9 +112,62 @@ function parseProbe(text: string): { calls: number; failures: string[]; longestG
   };
 }
 
+/** One restart of cridock.service as systemd logged it (ms since the epoch, and durations in ms). */
+interface ServiceRestart {
+  stoppingAt: number;
+  /** SIGTERM to the old process's exit. */
+  stopMs: number;
+  /** The old process gone to the new one started: near 0 for a restart job, the unpack's time for a stop and a later start. */
+  downMs: number;
+  /** The new process's exec to its readiness notification. */
+  startMs: number;
+  /** From the stop's beginning to the new process serving. */
+  windowMs: number;
+}
+
+/** systemd's own lines about cridock.service: `journalctl -o short-unix`, whose lines begin with the time in seconds. */
+const UNIT_JOB_LINE = /^(\d+\.\d+) .*? systemd\[1\]: (Stopping|Stopped|Starting|Started) (?:cridock\.service\b|cridock, Kubernetes CRI runtime)/;
+
+/** Each stop of cridock.service followed by a start, in order; a stop with no start after it is left out. */
+function serviceRestarts(journal: string): ServiceRestart[] {
+  const restarts: ServiceRestart[] = [];
+  const seen: Partial<Record<"Stopping" | "Stopped" | "Starting", number>> = {};
+  for (const line of journal.split("\n")) {
+    const m = UNIT_JOB_LINE.exec(line);
+    if (!m) continue;
+    const at = Number(m[1]) * 1000;
+    const what = m[2] as "Stopping" | "Stopped" | "Starting" | "Started";
+    if (what === "Stopping") {
+      for (const k of Object.keys(seen) as (keyof typeof seen)[]) delete seen[k];
+      seen.Stopping = at;
+    } else if (what !== "Started") {
+      seen[what] = at;
+    } else if (seen.Stopping !== undefined && seen.Stopped !== undefined && seen.Starting !== undefined) {
+      restarts.push({
+        stoppingAt: seen.Stopping,
+        stopMs: Math.round(seen.Stopped - seen.Stopping),
+        downMs: Math.round(seen.Starting - seen.Stopped),
+        startMs: Math.round(at - seen.Starting),
+        windowMs: Math.round(at - seen.Stopping),
+      });
+      for (const k of Object.keys(seen) as (keyof typeof seen)[]) delete seen[k];
+    }
+  }
+  return restarts;
+}
+
 /** Whether cridock.service is active, within 3 minutes. */
 async function serviceActive(vm: VmNode): Promise<boolean> {
   return (await waitFor(async () => ((await vm.ssh("systemctl is-active cridock.service")).stdout.trim() === "active" ? true : undefined), 180_000, 2000)) ?? false;
+}
+
+/**
+ * When systemd last began listening on cridock.socket (monotonic µs): the
+ * same value after a restart of the service means the same listening
+ * socket, which kept what was queued on it.
+ */
+async function socketListeningSince(vm: VmNode): Promise<string> {
+  return (await vm.run("systemctl show -p ActiveEnterTimestampMonotonic --value cridock.socket")).trim();
 }
 
 /** cridock.service's main pid ("0" while it runs none). */
@@ -267,8 +320,10 @@ if (!existsSync(KUBELET)) {
     const counter = await waitFor(async () => (await vm.run(`${crictl} ps -q --name '^count$' --state running`, { timeoutMs: 180_000 })).trim().split("\n")[0] || undefined);
     if (!counter) return t.fail("the counter container never ran");
     const before = await podProcesses();
+    const listening = await socketListeningSince(vm);
     await vm.run("systemctl restart cridock.service", { timeoutMs: 300_000 });
     t.ok(await serviceActive(vm), "active again after systemctl restart");
+    t.equal(await socketListeningSince(vm), listening, "the socket stayed open through the restart (it is no part of the service)");
     const pid = await mainPid(vm);
     await vm.run(`kill -9 ${pid}`);
     // Restart=on-failure with RestartSec=2: a new main process, then ready.
@@ -278,7 +333,21 @@ if (!existsSync(KUBELET)) {
     }, 180_000, 2000)) ?? pid;
     t.not(again, pid, `systemd started a new cridock after the kill -9 (pid ${pid} → ${again})`);
     t.ok(await serviceActive(vm), "and it is active");
-    t.equal((await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 })).status, 0, "crictl answers");
+    t.equal(await socketListeningSince(vm), listening, "the socket stayed open through systemd's restart after the kill");
+    // Tried until it answers, each failure shown. Under TCG with a second
+    // guest beside, the first call after the restart once gave up waiting for
+    // the server's preface (crictl's connect timeout is about 10 s there):
+    // the new process, serving for a second, was still taking the queued
+    // connections that kubelet had abandoned while it started.
+    const tries: string[] = [];
+    const answered = await waitFor(async () => {
+      const r = await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 });
+      if (r.status === 0) return true;
+      tries.push(`exit ${r.status}: ${output(r).trim().split("\n").slice(-2).join(" / ")}`);
+      return undefined;
+    }, 180_000, 2000);
+    for (const failed of tries) t.comment(`crictl version failed: ${failed}`);
+    t.ok(answered, `crictl answers (${tries.length} failed tries before)`);
     // Lines written after the restarts are in the log too (the writer took up where it stopped).
     await new Promise((r) => setTimeout(r, 5000));
     t.equal(await podProcesses(), before, "every container still the same process: same start time, no restart");
@@ -296,9 +365,12 @@ if (!existsSync(KUBELET)) {
     const upgraded = await buildDebAs(`${CRIDOCK_VERSION}+upgrade1`, 600_000);
     const version = async () => (await vm.run("dpkg-query -W -f='${Version} ${Status}' cridock 2>/dev/null || true")).trim();
     const before = await podProcesses();
+    // The guest's clock: the journal's times are the guest's.
+    const probeStarted = Number((await vm.run("date +%s%3N")).trim());
     await vm.run(`rm -f ${PROBE_LOG} ${PROBE_LOG}.err && systemd-run --collect --unit=cri-probe sh -c ${shellQuote(PROBE)}`);
     t.teardown(() => vm.ssh("systemctl stop cri-probe 2>/dev/null || true"));
 
+    const listening = await socketListeningSince(vm);
     let pid = await mainPid(vm);
     let since = Date.now();
     await installDeb(vm, upgraded);
@@ -314,6 +386,7 @@ if (!existsSync(KUBELET)) {
     t.equal(await version(), `${CRIDOCK_VERSION} install ok installed`, "the first build is back");
     t.not(await mainPid(vm), pid, "postinst restarted cridock.service");
     t.ok(await serviceActive(vm), "cridock.service active after the downgrade");
+    t.equal(await socketListeningSince(vm), listening, "cridock.socket stayed open through both installs (its unit did not change)");
     // A few answers from the settled service before the probe stops.
     await new Promise((r) => setTimeout(r, 5000));
     await vm.run("systemctl stop cri-probe");
@@ -322,9 +395,10 @@ if (!existsSync(KUBELET)) {
     t.ok(probe.calls > 10, "the probe ran through both installs");
     // What failed, failed to connect: a connection the old process took
     // just before it stopped is reset, and one queued while the new process
-    // starts (12 s under TCG) outlasts crictl's connect timeout. No call
-    // that reached cridock was refused (docs/operating.md, "Upgrading in
-    // place").
+    // starts (12 s under TCG alone, near a minute beside other work)
+    // outlasts crictl's wait for the server's preface (about 10 s there).
+    // No call that reached cridock was refused (docs/operating.md,
+    // "Upgrading in place").
     const errors = (await vm.run(`grep -h 'level=fatal' ${PROBE_LOG}.err || true`)).trim().split("\n").filter((l) => l !== "");
     t.comment(`${probe.failures.length} calls failed: ${probe.failures.join(", ") || "none"}`);
     t.equal(errors.length, probe.failures.length, "crictl said why each failed call failed");
@@ -333,7 +407,30 @@ if (!existsSync(KUBELET)) {
       [],
       "every failed call failed to connect (the restart's window), none was answered with an error",
     );
-    t.ok(probe.longestGapMs < 60_000, `answers again within a minute of each restart (longest gap ${probe.longestGapMs} ms)`);
+    // The clients' outage is the restart's own window and no more: postinst
+    // restarts the service once per install (prerm stops nothing during the
+    // unpack), and the socket queues what comes meanwhile. The window itself
+    // grows with the guest's load (12 s alone, near a minute beside CI's
+    // host suites), so the gap is held to it, not to a fixed time. Slack: the
+    // answer before the stop and the one after the start are each up to a
+    // probe cycle (the slowest call and the half-second pause) away.
+    const journal = await vm.run(`journalctl -u cridock.service --since @${Math.floor(probeStarted / 1000)} -o short-unix --no-pager`);
+    const restarts = serviceRestarts(journal);
+    for (const r of restarts) {
+      t.comment(`restart at ${new Date(r.stoppingAt).toISOString()}: stop ${r.stopMs} ms, down ${r.downMs} ms, start to ready ${r.startMs} ms; window ${r.windowMs} ms`);
+    }
+    t.equal(restarts.length, 2, "systemd restarted cridock.service once per install", { journal: restarts.length === 2 ? undefined : journal });
+    t.same(
+      restarts.filter((r) => r.downMs > 5000),
+      [],
+      "each a restart: the new process started as soon as the old one was gone, not after the unpack",
+    );
+    const window = Math.max(0, ...restarts.map((r) => r.windowMs));
+    const slack = 2 * (probe.slowestMs + 500);
+    t.ok(
+      probe.longestGapMs <= window + slack,
+      `no answer missing for longer than the restart's window (longest gap ${probe.longestGapMs} ms; window ${window} ms, and ${slack} ms for the probe's cycles)`,
+    );
     t.equal(await podProcesses(), before, "no container restarted and no sandbox was recreated (same ids, start times, restart counts)");
 
     // Purge with pods running: the units stop, dockerd runs the pods on.
