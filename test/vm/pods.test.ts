@@ -94,8 +94,13 @@ const COUNTER_POD = podManifest("counter", {
 const PROBE_LOG = "/root/cri-probe.log";
 const PROBE = `while :; do s=$(date +%s%N); if crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 300s version >/dev/null 2>>${PROBE_LOG}.err; then r=ok; else r=fail; fi; echo "$r $s $(date +%s%N)" >>${PROBE_LOG}; sleep 0.5; done`;
 
-/** The probe's log: calls, failed calls, the longest time between two answers and the slowest call. */
-function parseProbe(text: string): { calls: number; failures: string[]; longestGapMs: number; slowestMs: number } {
+/**
+ * The probe's log: calls, failed calls, the longest time between two
+ * answers, the slowest call, and the longest pause between one call's end
+ * and the next one's start (the loop's half-second sleep plus its forks,
+ * which take longer than that on a loaded emulated CPU).
+ */
+function parseProbe(text: string): { calls: number; failures: string[]; longestGapMs: number; slowestMs: number; longestPauseMs: number } {
   const rows = text
     .split("\n")
     .map((line) => line.split(" "))
@@ -104,11 +109,14 @@ function parseProbe(text: string): { calls: number; failures: string[]; longestG
   const answers = rows.filter((r) => r.result === "ok").map((r) => r.end);
   let longestGapMs = 0;
   for (let i = 1; i < answers.length; i++) longestGapMs = Math.max(longestGapMs, answers[i]! - answers[i - 1]!);
+  let longestPauseMs = 0;
+  for (let i = 1; i < rows.length; i++) longestPauseMs = Math.max(longestPauseMs, rows[i]!.start - rows[i - 1]!.end);
   return {
     calls: rows.length,
     failures: rows.filter((r) => r.result === "fail").map((r) => `at ${new Date(r.start).toISOString()}`),
     longestGapMs: Math.round(longestGapMs),
     slowestMs: Math.round(Math.max(0, ...rows.map((r) => r.end - r.start))),
+    longestPauseMs: Math.round(longestPauseMs),
   };
 }
 
@@ -413,7 +421,10 @@ if (!existsSync(KUBELET)) {
     // grows with the guest's load (12 s alone, near a minute beside CI's
     // host suites), so the gap is held to it, not to a fixed time. Slack: the
     // answer before the stop and the one after the start are each up to a
-    // probe cycle (the slowest call and the half-second pause) away.
+    // probe cycle away: the slowest call and the longest pause between two
+    // calls, both as the probe measured them (a CI run beside the host's
+    // suites saw a 50.07 s gap against 50.41 s allowed with a fixed
+    // half-second pause, whose forks take longer than that there).
     const journal = await vm.run(`journalctl -u cridock.service --since @${Math.floor(probeStarted / 1000)} -o short-unix --no-pager`);
     const restarts = serviceRestarts(journal);
     for (const r of restarts) {
@@ -426,10 +437,10 @@ if (!existsSync(KUBELET)) {
       "each a restart: the new process started as soon as the old one was gone, not after the unpack",
     );
     const window = Math.max(0, ...restarts.map((r) => r.windowMs));
-    const slack = 2 * (probe.slowestMs + 500);
+    const slack = 2 * (probe.slowestMs + probe.longestPauseMs);
     t.ok(
       probe.longestGapMs <= window + slack,
-      `no answer missing for longer than the restart's window (longest gap ${probe.longestGapMs} ms; window ${window} ms, and ${slack} ms for the probe's cycles)`,
+      `no answer missing for longer than the restart's window (longest gap ${probe.longestGapMs} ms; window ${window} ms, and ${slack} ms for two probe cycles, pauses up to ${probe.longestPauseMs} ms)`,
     );
     t.equal(await podProcesses(), before, "no container restarted and no sandbox was recreated (same ids, start times, restart counts)");
 
