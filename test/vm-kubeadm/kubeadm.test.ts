@@ -210,7 +210,7 @@ if (missing) {
 
   /**
    * Runs CMD until it succeeds (5 s between tries), or fails the wait; its
-   * last output either way. A try may block for up to KUBECTL_WAIT: the
+   * last output either way. A try may block for up to KUBECTL_WAIT_S: the
    * waits below are kubectl's own watches (`kubectl wait`, `rollout
    * status`) rather than a kubectl started every few seconds, since each
    * start of that binary costs the emulated CPU seconds the control plane

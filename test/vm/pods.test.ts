@@ -418,7 +418,7 @@ if (!existsSync(KUBELET)) {
     // The clients' outage is the restart's own window and no more: postinst
     // restarts the service once per install (prerm stops nothing during the
     // unpack), and the socket queues what comes meanwhile. The window itself
-    // grows with the guest's load (12 s alone, near a minute beside CI's
+    // grows with the guest's load (8-12 s alone, 16-26 s beside CI's
     // host suites), so the gap is held to it, not to a fixed time. Slack: the
     // answer before the stop and the one after the start are each up to a
     // probe cycle away: the slowest call and the longest pause between two
