@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test tools the named suites will need, one after another, so
-# that scripts/test.sh can run it in the background (niced) while the
+# that scripts/test.sh can run it in the background while the
 # suites that need none of them run. On a fresh machine the builds take
 # most of half an hour of CPU; run in the foreground before the first
 # suite, nothing else would use that time.

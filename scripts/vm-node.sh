@@ -391,7 +391,9 @@ free_port() {
 }
 
 # launch NAME OVERLAY PORT SHARE: qemu in the background (start_daemon:
-# its own session, pid file, log), niced so the host's own work goes first.
+# its own session, pid file, log), its session niced so that the host's own
+# work goes first: beside CI's suites, the guest's emulated CPUs take the
+# cycles the suites leave, instead of half the machine.
 # The console log starts empty, but for a reboot (LAUNCH_KEEP_CONSOLE=1),
 # which appends the new boot to the old one's shutdown.
 launch() {
@@ -401,7 +403,7 @@ launch() {
     netdev+=",guestfwd=tcp:$VM_HOST_ADDR:$p-cmd:socat STDIO TCP:127.0.0.1:$p"
   done
   [[ "${LAUNCH_KEEP_CONSOLE:-0}" == 1 ]] || : >"$console"
-  start_daemon "$(pid_file_name "$name")" nice -n 10 qemu-system-x86_64 \
+  START_DAEMON_NICE=10 start_daemon "$(pid_file_name "$name")" qemu-system-x86_64 \
     -name "cridock-vm-$name" -machine q35,accel=tcg -cpu max,la57=off -smp 2 -m "$VM_MEMORY_MB" \
     -nodefaults -display none -no-reboot \
     -kernel "$VM_IMAGE_DIR/vmlinuz" -initrd "$VM_IMAGE_DIR/initrd.img" -append "$VM_KERNEL_CMDLINE" \

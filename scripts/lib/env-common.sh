@@ -120,8 +120,18 @@ pid_of() {
 # start_daemon NAME COMMAND...: runs COMMAND in its own session, detached
 # from our stdin and terminal, logging to $ENV_LOG_DIR/NAME.log, and records
 # its pid so teardown stops exactly this process.
+# START_DAEMON_NICE=N lowers the daemon's priority against everything else.
+# `nice` alone cannot: with the kernel's autogroup scheduling (on by
+# default, /proc/sys/kernel/sched_autogroup_enabled) each session is a
+# scheduling group of its own, and a process's nice value orders it only
+# among its own session's. A daemon started niced in a new session got the
+# same share of the cores as the whole test run's session. So the session's
+# group gets the nice value too (/proc/self/autogroup, see sched(7)).
 start_daemon() {
   local name="$1"; shift
+  local lower=()
+  [[ -z "${START_DAEMON_NICE:-}" ]] ||
+    lower=(bash -c 'echo "$0" >/proc/self/autogroup 2>/dev/null || true; exec nice -n "$0" "$@"' "$START_DAEMON_NICE")
   mkdir -p "$ENV_RUN_DIR" "$ENV_LOG_DIR"
   # The daemon gets none of our other file descriptors: one may hold a lock
   # (a setup run under flock(1)) that a long-lived daemon must not keep.
@@ -131,7 +141,7 @@ start_daemon() {
       fd="${fd##*/}"
       ((fd > 2)) && eval "exec $fd>&-" 2>/dev/null
     done
-    exec setsid "$@" </dev/null >>"$ENV_LOG_DIR/$name.log" 2>&1
+    exec setsid "${lower[@]}" "$@" </dev/null >>"$ENV_LOG_DIR/$name.log" 2>&1
   ) &
   echo "$!" >"$ENV_RUN_DIR/$name.pid"
 }
