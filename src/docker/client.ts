@@ -312,8 +312,14 @@ export class DockerClient {
     return this.json<ContainerCreateResponse>("POST", "/containers/create", { query: { name }, body });
   }
 
-  async startContainer(id: string): Promise<void> {
-    await this.json("POST", `/containers/${encodeURIComponent(id)}/start`);
+  /**
+   * Starts a created container; with `checkpoint`, CRIU restores it from
+   * that checkpoint of its own directory (experimental daemons only), which
+   * may take as long as a dump: no quick deadline then.
+   */
+  async startContainer(id: string, options: { checkpoint?: string } = {}): Promise<void> {
+    const query = options.checkpoint ? { checkpoint: options.checkpoint } : undefined;
+    await this.json("POST", `/containers/${encodeURIComponent(id)}/start`, { query, long: Boolean(options.checkpoint) });
   }
 
   /** Stops with a grace period of `seconds`; the HTTP deadline covers it. */
@@ -338,6 +344,17 @@ export class DockerClient {
   /** A tar stream of `path` in the container's filesystem (a created container will do). */
   async containerArchive(id: string, path: string, signal?: AbortSignal): Promise<RawResponse> {
     return this.raw("GET", `/containers/${encodeURIComponent(id)}/archive`, { query: { path }, signal });
+  }
+
+  /** Extracts the tar `body` at `path` in the container's filesystem (a created container will do). */
+  async putContainerArchive(id: string, path: string, body: Readable, signal?: AbortSignal): Promise<void> {
+    await this.json("PUT", `/containers/${encodeURIComponent(id)}/archive`, {
+      query: { path },
+      body,
+      headers: { "content-type": "application/x-tar" },
+      timeoutMs: 0,
+      signal,
+    });
   }
 
   /** Whether `path` exists in the container's filesystem (HEAD: dockerd answers 404 when not). */

@@ -30,6 +30,16 @@ import { UnifiedSettings } from "./unified-settings.ts";
 import { KernelOomLog, type OomKillLookup } from "./kernel-oom-log.ts";
 import { ContainerCheckpointer, type CheckpointResult } from "./checkpoint.ts";
 import { checkedLocation, checkpointDeadlineMs } from "./checkpoint-request.ts";
+import {
+  CRIU_CGROUP_REMEDY,
+  ContainerRestorer,
+  RESTORE_CHECKPOINT,
+  RESTORE_LABEL,
+  isCheckpointArchivePath,
+  misplacedRestoreCgroup,
+  restoreStartFailure,
+  type RestorePlan,
+} from "./checkpoint-restore.ts";
 
 export type ImageResolver = ContextImages;
 
@@ -70,6 +80,7 @@ export class ContainerManager {
   private readonly unified: UnifiedSettings;
   private readonly oomKills: OomKillLookup;
   private readonly checkpointer: ContainerCheckpointer;
+  private readonly restorer: ContainerRestorer;
   /**
    * The converted summary per container, reused while Docker reports the
    * same summary (a container's labels never change; its state, name and
@@ -105,13 +116,19 @@ export class ContainerManager {
       rootDirectory: options.rootDirectory || "/var/lib/cridock",
       bundleDirectories: options.bundleDirectories,
     });
+    this.restorer = new ContainerRestorer(options.docker, options.images, this.log);
   }
 
-  async create(sandboxId: string, spec: ContainerSpec): Promise<string> {
-    validateSpec(spec);
+  async create(sandboxId: string, requested: ContainerSpec): Promise<string> {
+    validateSpec(requested);
     const timer = new StepTimer("CreateContainer");
     const view = await timer.time("sandbox.view", () => this.options.sandboxes.view(sandboxId));
-    const image = await timer.time("image.resolve", () => this.options.images.resolveImage(spec.image));
+    // An image that is a path is a checkpoint archive to restore from (checkpoint-restore.ts):
+    // the container is created from the checkpointed container's image.
+    let restore: RestorePlan | undefined;
+    if (isCheckpointArchivePath(requested.image)) restore = await timer.time("restore.plan", () => this.restorer.plan(requested.image));
+    const spec = restore ? { ...requested, image: restore.imageName, userImage: restore.imageName } : requested;
+    const image = restore?.image ?? (await timer.time("image.resolve", () => this.options.images.resolveImage(spec.image)));
     let targetId = "";
     if (spec.security?.pidMode === "target") {
       const target = await findByIdOrPrefix(this.docker, TYPE_CONTAINER, spec.security.targetId, "target container");
@@ -126,9 +143,11 @@ export class ContainerManager {
     const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
     if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
     const body = await createBody(spec, view, image.id, targetId, this.options, context);
+    if (restore) body.Labels = { ...body.Labels, [RESTORE_LABEL]: restore.archive };
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
     this.remember(id);
+    if (restore) await timer.time("restore.stage", () => this.stageRestore(id, restore));
     this.log.info({ container: id, name, sandbox: view.id }, "created container");
     timer.finish(this.log, { container: id });
     return id;
@@ -158,6 +177,35 @@ export class ContainerManager {
     }
   }
 
+  /** The archive's checkpoint put into the created container; on failure the container goes. */
+  private async stageRestore(id: string, plan: RestorePlan): Promise<void> {
+    try {
+      await this.restorer.stage(await this.docker.inspectContainer(id), plan);
+    } catch (err) {
+      await this.docker.removeContainer(id, { force: true }).catch((e) => this.log.warn({ container: id, err: e }, "could not remove a container whose restore failed"));
+      throw withContext(`restoring container ${id.slice(0, 12)} from ${plan.archive}`, err, "UNKNOWN");
+    }
+  }
+
+  /**
+   * A restored container whose processes CRIU put in another container's
+   * cgroup (checkpoint-restore.ts) is not left running so: its limits would
+   * apply to nothing. It is killed (its init only: a kill of the cgroup
+   * would reach the other container), with its output copied, and the
+   * start fails saying how to configure CRIU.
+   */
+  private async checkRestoredCgroup(fullId: string, id: string, archive: string, startLogs?: () => Promise<void>): Promise<void> {
+    const pid = (await this.docker.inspectContainer(fullId)).State.Pid;
+    const misplaced = await misplacedRestoreCgroup(fullId, pid);
+    if (!misplaced) return;
+    await this.docker.killContainer(fullId).catch((e) => this.log.warn({ container: fullId, err: e }, "could not stop a restored container in another cgroup"));
+    if (startLogs) await startLogs().catch(() => undefined);
+    throw failedPrecondition(
+      `restoring container ${id} from ${archive}: CRIU restored its processes into the cgroup ${misplaced}, which is not the container's own ` +
+        `(runc gives CRIU no cgroup root on cgroup v2, and the images name the checkpointed container's); the container was stopped. ${CRIU_CGROUP_REMEDY}`,
+    );
+  }
+
   async start(id: string): Promise<void> {
     const timer = new StepTimer("StartContainer");
     // One inspect, under the lock (a full id needs no lookup before it).
@@ -173,8 +221,10 @@ export class ContainerManager {
       const logPath = c.Config.Labels?.[LOG_PATH_LABEL] ?? "";
       // Planned before the start: a key this node cannot carry out (cgroup v1) starts nothing.
       const files = await this.unified.filesForStart(c);
+      const restoreFrom = c.Config.Labels?.[RESTORE_LABEL];
       try {
-        await timer.time("docker.start", () => this.docker.startContainer(c.Id));
+        const checkpoint = restoreFrom ? RESTORE_CHECKPOINT : undefined;
+        await timer.time(restoreFrom ? "docker.start.restore" : "docker.start", () => this.docker.startContainer(c.Id, { checkpoint }));
       } catch (err) {
         this.startFailures.set(c.Id, true);
         // Docker reports no "die" for a start that failed: say it, for GetContainerEvents.
@@ -185,12 +235,14 @@ export class ContainerManager {
           attributes: { ...c.Config.Labels, name: c.Name.replace(/^\//, "") },
         });
         if (logPath) await this.options.logs.touch(c.Id, logPath).catch(() => undefined);
+        if (restoreFrom) throw restoreStartFailure(err, restoreFrom, id);
         const refused = c.HostConfig.Privileged
           ? privilegedStartFailure(err, await hostCapabilities().catch(() => undefined), `container ${id}`)
           : undefined;
         throw withContext(`starting container ${id}`, refused ?? err, "UNKNOWN");
       }
       const startLogs = () => this.options.logs.start(c.Id, logPath, Boolean(c.Config.Tty), c.HostConfig.LogConfig?.Type);
+      if (restoreFrom) await timer.time("restore.cgroup", () => this.checkRestoredCgroup(c.Id, id, restoreFrom, logPath ? startLogs : undefined));
       let unifiedWindowMs: number | undefined;
       if (files) {
         try {
@@ -204,7 +256,7 @@ export class ContainerManager {
         }
       }
       if (logPath) await timer.time("logs.start", startLogs);
-      this.log.info({ container: c.Id, unifiedWindowMs }, "started container");
+      this.log.info({ container: c.Id, unifiedWindowMs, restoredFrom: restoreFrom }, restoreFrom ? "restored container from its checkpoint" : "started container");
       timer.finish(this.log, { container: c.Id });
     });
   }

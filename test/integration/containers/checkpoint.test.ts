@@ -10,17 +10,19 @@
  */
 import t from "tap";
 import { execFileSync } from "node:child_process";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readFile } from "node:fs/promises";
 import { Readable } from "node:stream";
 import { extract } from "tar-stream";
 import { grpcStatus } from "../../helpers/cri-client.ts";
-import { TEST_DOCKER_ENDPOINT } from "../../helpers/env.ts";
+import { BUSYBOX_IMAGE, TEST_DOCKER_ENDPOINT } from "../../helpers/env.ts";
 import { DockerClient } from "../../../src/docker/client.ts";
 import { silentLogger } from "../../../src/log.ts";
-import { writeTarAtomically } from "../../../src/runtime/container/checkpoint-archive.ts";
+import { addEntry, writeCheckpointArchive, writeTarAtomically } from "../../../src/runtime/container/checkpoint-archive.ts";
+import { readCheckpointArchive } from "../../../src/runtime/container/checkpoint-archive-read.ts";
+import { ContainerRestorer, RESTORE_CHECKPOINT } from "../../../src/runtime/container/checkpoint-restore.ts";
 import { dockerContainerFiles, packRootfsDiff, planRootfsDiff } from "../../../src/runtime/container/rootfs-diff.ts";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, waitExited } from "./harness.ts";
 
@@ -141,6 +143,82 @@ t.test("the root filesystem diff, from this dockerd's changes and archives", asy
   if (hard?.type === "link") t.match(hard.linkname, /^srv\/app\/(a|hard)$/, "a hard link points inside the diff, relative to the root");
   t.notOk(Object.keys(entries).some((n) => n.startsWith("etc/") && n !== "etc/cridock-marker"), "nothing else of /etc");
   await rm(diff);
+});
+
+/** A checkpoint archive with stand-ins for CRIU's images (no CRIU here), a diff adding a file and deleting /etc/group. */
+async function restoreArchive(imageRef: string): Promise<string> {
+  const dir = await mkdtemp(join(archives, "restore-"));
+  await mkdir(join(dir, "images"));
+  await writeFile(join(dir, "images", "inventory.img"), "inventory");
+  await writeFile(join(dir, "images", "pages-1.img"), Buffer.alloc(10_000, 1));
+  const diff = join(dir, "diff.tar");
+  await writeTarAtomically(diff, (pack) => addEntry(pack, { name: "etc/cridock-restored", mode: 0o644 }, Buffer.from("restored\n")));
+  const archive = join(archives, "restore.tar");
+  await writeCheckpointArchive(archive, {
+    imagesDirectory: join(dir, "images"),
+    configDump: { id: "x", name: "k8s_x", rootfsImage: BUSYBOX_IMAGE, rootfsImageRef: imageRef, createdTime: "", checkpointedTime: "", restoredTime: "", restored: false },
+    specDump: { ociVersion: "1.0.2" },
+    rootfsDiffTar: diff,
+    deletedFiles: ["/etc/group"],
+  });
+  await rm(dir, { recursive: true });
+  return archive;
+}
+
+t.test("CreateContainer from an archive's path: NOT_FOUND, INVALID_ARGUMENT, UNIMPLEMENTED without --experimental; nothing created", async (t) => {
+  const docker = new DockerClient({ endpoint: TEST_DOCKER_ENDPOINT, requestTimeoutMs: 60_000, logger: silentLogger });
+  t.teardown(() => docker.close());
+  const archive = await restoreArchive((await docker.inspectImage(BUSYBOX_IMAGE)).Id);
+  const notArchive = join(archives, "not-an-archive.tar");
+  await writeFile(notArchive, "plain text");
+  const cases: [string, number, RegExp][] = [
+    [join(archives, "missing.tar"), grpcStatus.NOT_FOUND, /checkpoint archive .*missing\.tar does not exist/],
+    [archives, grpcStatus.INVALID_ARGUMENT, /is not a regular file/],
+    [notArchive, grpcStatus.INVALID_ARGUMENT, /not-an-archive\.tar is not a usable checkpoint archive/],
+    [`${archives}/../${archives.split("/").pop()}/restore.tar`, grpcStatus.INVALID_ARGUMENT, /not a clean absolute path/],
+  ];
+  if (!experimental) cases.push([archive, grpcStatus.UNIMPLEMENTED, /cannot restore from .*restore\.tar: dockerd runs without --experimental/]);
+  const before = await leakedContainers(h);
+  for (const [image, code, details] of cases) {
+    try {
+      await h.client.call("CreateContainer", { podSandboxId: pod.podSandboxId, config: { ...containerConfig("restored", ["sh"]), image: { image } }, sandboxConfig: pod.config });
+      t.fail(`CreateContainer from ${image} succeeded`);
+    } catch (err) {
+      t.equal((err as { code: number }).code, code, image);
+      t.match((err as { details: string }).details, details, image);
+    }
+  }
+  t.same(await leakedContainers(h), before, "no container created");
+});
+
+t.test("a restore's staging in a created container, on this dockerd (the part that needs no CRIU)", async (t) => {
+  const docker = new DockerClient({ endpoint: TEST_DOCKER_ENDPOINT, requestTimeoutMs: 60_000, logger: silentLogger });
+  t.teardown(() => docker.close());
+  const image = await docker.inspectImage(BUSYBOX_IMAGE);
+  const archive = await restoreArchive(image.Id);
+  const id = await createContainer(h, pod, containerConfig("staged", ["sleep", "60"]));
+  const c = await docker.inspectContainer(id);
+  const restorer = new ContainerRestorer(docker, { resolveImage: async () => ({ id: image.Id }) }, silentLogger);
+  const plan = { archive, metadata: await readCheckpointArchive(archive), image: { id: image.Id }, imageName: BUSYBOX_IMAGE };
+  const info = await docker.info();
+  if (c.GraphDriver?.Name !== "overlay2") {
+    // Engine 29's containerd image store: no upper directory cridock could put a whiteout in.
+    try {
+      await restorer.stage(c, plan);
+      t.fail("staged deletions on a driver without an upper directory");
+    } catch (err) {
+      t.match((err as Error).message, new RegExp(`only on the overlay2 storage driver \\(dockerd's is ${c.GraphDriver?.Name ?? "unknown"}\\)`));
+    }
+    return;
+  }
+  const result = await restorer.stage(c, plan);
+  t.same(result, { imageFiles: 2, rootfsDiff: true, whiteouts: 1 });
+  const staged = join(info.DockerRootDir, "containers", id, "checkpoints", RESTORE_CHECKPOINT);
+  t.same((await readdir(staged)).sort(), ["inventory.img", "pages-1.img"], "CRIU's images where Docker's start --checkpoint reads them");
+  t.equal(await readFile(join(staged, "inventory.img"), "utf8"), "inventory");
+  t.ok(await docker.containerPathExists(id, "/etc/cridock-restored"), "rootfs-diff.tar's file is in the container's filesystem");
+  t.notOk(await docker.containerPathExists(id, "/etc/group"), "the deleted file is gone from it, as Docker sees it");
+  t.ok(await docker.containerPathExists(id, "/etc/passwd"), "its neighbours are not");
 });
 
 t.test("no container left behind", async (t) => {

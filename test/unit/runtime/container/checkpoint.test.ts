@@ -16,6 +16,7 @@ import { DockerError } from "../../../../src/docker/errors.ts";
 import type { DockerClient } from "../../../../src/docker/client.ts";
 import type { CheckpointCreateBody, ContainerChange, ContainerInspect } from "../../../../src/docker/types.ts";
 import { CridockError } from "../../../../src/errors.ts";
+import { codeOf } from "../../../helpers/rejection.ts";
 import { silentLogger } from "../../../../src/log.ts";
 import { ContainerCheckpointer, NOT_EXPERIMENTAL, criuLogExcerpt } from "../../../../src/runtime/container/checkpoint.ts";
 import { checkedLocation, checkpointDeadlineMs } from "../../../../src/runtime/container/checkpoint-request.ts";
@@ -29,16 +30,6 @@ async function scratch(t: { teardown(fn: () => unknown): void }): Promise<string
   const dir = await mkdtemp(join(tmpdir(), "cridock-ckpt-"));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
   return dir;
-}
-
-async function codeOf(p: Promise<unknown>): Promise<{ code: string; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof CridockError) return { code: err.code, message: err.message };
-    throw err;
-  }
-  throw new Error("expected a rejection");
 }
 
 function inspect(overrides: Partial<ContainerInspect> = {}, state: Partial<ContainerInspect["State"]> = {}): ContainerInspect {
