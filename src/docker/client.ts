@@ -341,9 +341,12 @@ export class DockerClient {
     });
   }
 
-  /** A tar stream of `path` in the container's filesystem (a created container will do). */
-  async containerArchive(id: string, path: string, signal?: AbortSignal): Promise<RawResponse> {
-    return this.raw("GET", `/containers/${encodeURIComponent(id)}/archive`, { query: { path }, signal });
+  /**
+   * A tar stream of `path` in the container's filesystem (a created
+   * container will do); `timeoutMs` 0 for a transfer that may take long.
+   */
+  async containerArchive(id: string, path: string, signal?: AbortSignal, timeoutMs?: number): Promise<RawResponse> {
+    return this.raw("GET", `/containers/${encodeURIComponent(id)}/archive`, { query: { path }, signal, timeoutMs });
   }
 
   /** Extracts the tar `body` at `path` in the container's filesystem (a created container will do). */

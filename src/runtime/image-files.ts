@@ -31,7 +31,16 @@ export interface ImageFileReader {
   exists(imageId: string, path: string): Promise<boolean>;
 }
 
-export class DockerImageFiles implements ImageFileReader {
+export interface ImageTreeReader {
+  /**
+   * Docker's tar of each of `paths` that exists in the image, handed to
+   * `use` one after another (not cached: for copying trees out, such as a
+   * checkpoint image's). A transfer may take long: only `signal` ends it.
+   */
+  archives(imageId: string, paths: readonly string[], use: (tar: Readable) => Promise<void>, signal?: AbortSignal): Promise<void>;
+}
+
+export class DockerImageFiles implements ImageFileReader, ImageTreeReader {
   private readonly cache = new Map<string, Promise<string | boolean | undefined>>();
 
   constructor(
@@ -49,6 +58,15 @@ export class DockerImageFiles implements ImageFileReader {
     return this.cached(`${imageId}\0exists\0${path}`, () =>
       this.withScratch(imageId, (id) => this.docker.containerPathExists(id, path)),
     ) as Promise<boolean>;
+  }
+
+  archives(imageId: string, paths: readonly string[], use: (tar: Readable) => Promise<void>, signal?: AbortSignal): Promise<void> {
+    return this.withScratch(imageId, async (id) => {
+      for (const path of paths) {
+        const tar = await this.archiveOf(id, path, { signal, timeoutMs: 0 });
+        if (tar) await use(tar);
+      }
+    });
   }
 
   /** Removes scratch containers a crash left behind (called at start-up). */
@@ -95,14 +113,18 @@ export class DockerImageFiles implements ImageFileReader {
   }
 
   private async fileOf(containerId: string, path: string): Promise<string | undefined> {
-    let response;
+    const tar = await this.archiveOf(containerId, path);
+    return tar && firstRegularFile(tar);
+  }
+
+  /** The tar of `path` in the scratch container; undefined when there is nothing at `path`. */
+  private async archiveOf(containerId: string, path: string, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Readable | undefined> {
     try {
-      response = await this.docker.containerArchive(containerId, path);
+      return (await this.docker.containerArchive(containerId, path, options.signal, options.timeoutMs)).body as unknown as Readable;
     } catch (err) {
       if ((err as { statusCode?: number }).statusCode === 404) return undefined;
       throw err;
     }
-    return firstRegularFile(response.body as unknown as Readable);
   }
 }
 

@@ -22,6 +22,13 @@
  *   number in its memory (a fresh start would count from 1), with the file
  *   it added and without the one it deleted, beside the original; a missing
  *   archive is NOT_FOUND and a file that is no archive INVALID_ARGUMENT;
+ * - kubelet restores from a checkpoint image, the only way it can ask
+ *   for a restore: a counter run by kubelet as a static pod is
+ *   checkpointed, the archive made into the image `checkpointctl build`
+ *   makes (FROM scratch, the archive as its one layer; loaded into
+ *   Docker's classic store, which keeps no manifest annotations), and a
+ *   second static pod naming that image runs the counter on from the
+ *   number in its memory, in its own cgroup, not restarted by kubelet;
  * - the stopped container is FAILED_PRECONDITION, and nothing is written;
  * - a pod on the host's network: either checkpointed, or refused with
  *   FAILED_PRECONDITION naming the host's network namespace (which one is
@@ -31,7 +38,8 @@ import t, { type Test } from "tap";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { CRI_TOOLS_BIN_DIR, CRICTL, DEFAULT_PAUSE_IMAGE, REGISTRY } from "../helpers/env.ts";
-import { ensureDebInstalled, loadImage, suiteSetup, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { ensureDebInstalled, loadImage, shellQuote, suiteSetup, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { KUBELET, kubeletConfig, MANIFESTS, NODE_NAME, READ_ONLY_PORT, startKubelet } from "../helpers/vm-kubelet.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
 
 const CHECKPOINTCTL = join(CRI_TOOLS_BIN_DIR, "checkpointctl");
@@ -41,8 +49,34 @@ const crictl = "crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout
 /** What the counter does first: a file added, one of the image's deleted; then it counts in memory. */
 const COUNTER = "echo checkpointed >/etc/cridock-marker; rm /etc/group; i=0; while true; do i=$((i+1)); echo $i; sleep 1; done";
 
+/** The checkpoint image the kubelet subtest builds in the guest and names in a static pod. */
+const CHECKPOINT_IMAGE = `${REGISTRY}/cridock-test/count-checkpoint:1`;
+
+/**
+ * Shell for the guest: a `docker load` of the image `checkpointctl build`
+ * makes from ARCHIVE (FROM scratch, nothing to run, the archive's members as
+ * its one layer: the archive is that layer's tar), tagged TAG.
+ */
+function loadCheckpointImage(archive: string, tag: string): string {
+  return [
+    "set -e",
+    "d=$(mktemp -d)",
+    `cp ${shellQuote(archive)} "$d/layer.tar"`,
+    `diff="sha256:$(sha256sum "$d/layer.tar" | cut -d' ' -f1)"`,
+    `printf '{"architecture":"amd64","os":"linux","config":{},"rootfs":{"type":"layers","diff_ids":["%s"]}}' "$diff" >"$d/config.json"`,
+    `printf '[{"Config":"config.json","RepoTags":["%s"],"Layers":["layer.tar"]}]' ${shellQuote(tag)} >"$d/manifest.json"`,
+    `tar -C "$d" -cf - manifest.json config.json layer.tar | docker load --quiet`,
+    `rm -rf "$d"`,
+  ].join("\n");
+}
+
 /** What docs/operating.md tells an operator to put in /etc/criu/runc.conf for restores on cgroup v2. */
 const CRIU_RUNC_CONF = "manage-cgroups=ignore";
+
+/** The node's CRIU configured for restores as docs/operating.md says (removed at the end of the file). */
+async function configureCriu(vm: VmNode): Promise<void> {
+  await vm.run(`mkdir -p /etc/criu && printf '%s\\n' '${CRIU_RUNC_CONF}' >/etc/criu/runc.conf`);
+}
 
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
 const output = (r: RunResult) => (r.stdout + r.stderr).trim();
@@ -223,8 +257,7 @@ if (skip) {
       t.fail("no archive: the checkpoint failed");
       return;
     }
-    // The node's CRIU configured as docs/operating.md says (removed at the end of the file).
-    await vm.run(`mkdir -p /etc/criu && printf '%s\\n' '${CRIU_RUNC_CONF}' >/etc/criu/runc.conf`);
+    await configureCriu(vm);
     const id = await createFromArchive(t, "restored");
     if (!id) return;
     const since = Date.now();
@@ -250,6 +283,73 @@ if (skip) {
     const status = JSON.parse(await vm.run(`${crictl} inspect ${id}`, { timeoutMs: 180_000 })) as { status: { image: { image: string } } };
     t.equal(status.status.image.image, BUSYBOX, "its image is the checkpointed container's");
     t.equal(await state(vm, counter!.container), "CONTAINER_RUNNING", "the checkpointed container runs on beside it");
+  });
+
+  /** The running container named `name` of the static pod `pod` (kubelet suffixes the node's name), or undefined. */
+  async function staticPodContainer(pod: string, name: string): Promise<string | undefined> {
+    const sandbox = (await vm.ssh(`${crictl} pods -q --state ready --name '^${pod}-${NODE_NAME}$'`, { timeoutMs: 180_000 })).stdout.trim().split("\n")[0];
+    if (!sandbox) return undefined;
+    return (await vm.ssh(`${crictl} ps -q --state running --name '^${name}$' --pod ${sandbox}`, { timeoutMs: 180_000 })).stdout.trim().split("\n")[0] || undefined;
+  }
+
+  t.test("kubelet restores from a checkpoint image: a static pod naming it runs the counter on from its checkpoint", { skip: existsSync(KUBELET) ? false : `${KUBELET} is missing (scripts/install-kubelet.sh builds it)` }, async (t) => {
+    await vm.copy(KUBELET, "/usr/local/bin/kubelet", 900_000);
+    await configureCriu(vm);
+    const staticPod = (name: string, image: string, command?: string[]) => ({
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: { name, namespace: "default" },
+      spec: { terminationGracePeriodSeconds: 5, containers: [{ name: "count", image, imagePullPolicy: "Never", ...(command ? { command } : {}) }] },
+    });
+    await vm.run(`mkdir -p ${MANIFESTS} && cat >${MANIFESTS}/source.json`, { input: JSON.stringify(staticPod("source", BUSYBOX, ["sh", "-c", COUNTER])) });
+    await startKubelet(vm, kubeletConfig());
+    t.teardown(() => vm.ssh(`systemctl stop kubelet; rm -f ${MANIFESTS}/*.json /root/k.tar`, { timeoutMs: 300_000 }));
+    let since = Date.now();
+    const source = await waitFor(async () => {
+      const id = await staticPodContainer("source", "count");
+      return id && (await lastCount(vm, id)) >= 3 ? id : undefined;
+    }, 900_000);
+    if (!source) {
+      t.fail("kubelet did not run the source pod's counter", { kubelet: output(await vm.ssh("journalctl -u kubelet --no-pager -o cat | tail -n 30")) });
+      return;
+    }
+    t.comment(`kubelet ran the counter in ${seconds(since)}`);
+    const before = await lastCount(vm, source);
+    // What kubelet's POST /checkpoint/{namespace}/{pod}/{container} asks cridock for.
+    const dumped = await vm.ssh(`${crictl} checkpoint --export=/root/k.tar ${source}`, { timeoutMs: 1_200_000 });
+    if (dumped.status !== 0) {
+      t.fail("crictl checkpoint of kubelet's container failed", { output: output(dumped) });
+      return;
+    }
+    const after = await lastCount(vm, source);
+    await vm.run(loadCheckpointImage("/root/k.tar", CHECKPOINT_IMAGE), { timeoutMs: 600_000 });
+    t.equal((await vm.run(`docker image inspect --format '{{json .Config.Cmd}} {{len .RootFS.Layers}}' ${CHECKPOINT_IMAGE}`)).trim(), "null 1", "the checkpoint image: nothing to run, one layer");
+
+    since = Date.now();
+    await vm.run(`cat >${MANIFESTS}/restored.json`, { input: JSON.stringify(staticPod("restored", CHECKPOINT_IMAGE)) });
+    const restored = await waitFor(() => staticPodContainer("restored", "count"), 600_000);
+    if (!restored) {
+      t.fail("kubelet's pod of the checkpoint image did not run", {
+        kubelet: output(await vm.ssh("journalctl -u kubelet --no-pager -o cat | grep -i -e error -e restore | tail -n 20")),
+        cridock: output(await vm.ssh("journalctl -u cridock --no-pager -o cat | tail -n 20")),
+      });
+      return;
+    }
+    t.comment(`kubelet's pod of the checkpoint image ran in ${seconds(since)}`);
+    const first = await waitFor(async () => {
+      const r = await vm.ssh(`${crictl} logs ${restored} 2>/dev/null | head -n 1`, { timeoutMs: 180_000 });
+      return Number(r.stdout.trim()) || undefined;
+    }, 300_000);
+    t.ok(first !== undefined && first > before && first <= after + 1, `it counts on from its checkpoint: first line ${first}, the dump was taken between ${before} and ${after}`);
+    const pid = (await vm.run(`docker inspect --format '{{.State.Pid}}' ${restored}`)).trim();
+    t.match(await vm.run(`cat /proc/${pid}/cgroup`), new RegExp(`^0::/kubepods\\.slice/\\S*docker-${restored}[0-9a-f]*\\.scope$`, "m"), "in its own cgroup, under kubelet's pod slice");
+    t.ok(await waitFor(async () => ((await lastCount(vm, restored)) > (first ?? 0) + 3 ? true : undefined), 300_000), "and keeps counting");
+    const pods = JSON.parse(await vm.run(`busybox wget -q -O - http://127.0.0.1:${READ_ONLY_PORT}/pods`)) as {
+      items: { metadata: { name: string }; status: { containerStatuses?: { name: string; restartCount: number; state: { running?: unknown } }[] } }[];
+    };
+    const status = pods.items.find((p) => p.metadata.name === `restored-${NODE_NAME}`)?.status.containerStatuses?.[0];
+    t.match(status, { name: "count", restartCount: 0, state: { running: {} } }, "kubelet reports it running, never restarted", { pods: pods.items.map((p) => p.metadata.name) });
+    t.equal(await state(vm, source), "CONTAINER_RUNNING", "the checkpointed container runs on beside it");
   });
 
   t.test("crictl create from a missing or a broken archive: NOT_FOUND, INVALID_ARGUMENT; nothing created", async (t) => {

@@ -40,10 +40,11 @@ export interface CheckpointArchiveSink {
 
 /**
  * Reads the archive at `path` (its existence and type checked by the
- * caller). INVALID_ARGUMENT names the archive and what is wrong with it.
+ * caller). INVALID_ARGUMENT names the archive (or `label`, what the file is a
+ * copy of) and what is wrong with it.
  */
-export async function readCheckpointArchive(path: string, sink?: CheckpointArchiveSink, signal?: AbortSignal): Promise<CheckpointArchiveMetadata> {
-  const bad = (what: string, cause?: unknown) => invalidArgument(`${path} is not a usable checkpoint archive: ${what}`, cause);
+export async function readCheckpointArchive(path: string, sink?: CheckpointArchiveSink, signal?: AbortSignal, label = path): Promise<CheckpointArchiveMetadata> {
+  const bad = (what: string, cause?: unknown) => invalidArgument(`${label} is not a usable checkpoint archive: ${what}`, cause);
   const json = new Map<string, unknown>();
   let hasRootfsDiff = false;
   let imageFiles = 0;

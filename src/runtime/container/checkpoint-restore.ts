@@ -2,7 +2,9 @@
  * Restoring a container from a checkpoint archive (CheckpointContainer's,
  * checkpoint-archive.ts, or CRI-O's, which has the same layout): a
  * CreateContainer whose image is the absolute path of an archive, as CRI-O
- * takes one (crictl create with "image": {"image": "/path/c.tar"}).
+ * takes one (crictl create with "image": {"image": "/path/c.tar"}), or a
+ * checkpoint image, the archive as an OCI image's layer, which is how kubelet
+ * asks (checkpoint-image.ts copies it out into an archive first).
  *
  * Docker restores only with POST /containers/{id}/start?checkpoint=<name>,
  * and only from the container's own checkpoint directory
@@ -37,9 +39,10 @@ import { CRIDOCK_PREFIX } from "../labels.ts";
 import { readCheckpointArchive, type CheckpointArchiveMetadata } from "./checkpoint-archive-read.ts";
 import { NOT_EXPERIMENTAL } from "./checkpoint.ts";
 import type { ContextImages } from "./create-context.ts";
+import type { CheckpointImages } from "./checkpoint-image.ts";
 import { overlayDirectories, whiteOut } from "./overlay-whiteouts.ts";
 
-/** Set on a container created from an archive: StartContainer restores it. Its value is the archive's path. */
+/** Set on a container created from a checkpoint: StartContainer restores it. Its value names the archive or the checkpoint image. */
 export const RESTORE_LABEL = `${CRIDOCK_PREFIX}restore-from`;
 /** The checkpoint's name in the container's checkpoint directory. */
 export const RESTORE_CHECKPOINT = "cridock-restore";
@@ -50,12 +53,17 @@ export function isCheckpointArchivePath(image: string): boolean {
 }
 
 export interface RestorePlan {
+  /** The archive file to read: the path CreateContainer named, or a copy of a checkpoint image's layer. */
   archive: string;
+  /** What the restore is from, as messages and the container's RESTORE_LABEL name it. */
+  source: string;
   metadata: CheckpointArchiveMetadata;
   /** The checkpointed container's image, found on this node. */
   image: Awaited<ReturnType<ContextImages["resolveImage"]>>;
   /** The name ContainerStatus reports for it. */
   imageName: string;
+  /** Removes what the plan made (a checkpoint image's archive copy); called once the container is staged or its creation failed. */
+  release(): Promise<void>;
 }
 
 export interface RestoreResult {
@@ -68,10 +76,11 @@ export class ContainerRestorer {
   constructor(
     private readonly docker: DockerClient,
     private readonly images: ContextImages,
+    private readonly checkpointImages: CheckpointImages,
     private readonly log: Logger,
   ) {}
 
-  /** Checks the archive and finds its image, before anything is created. */
+  /** Checks the archive at a path CreateContainer named and finds its image, before anything is created. */
   async plan(archive: string, signal?: AbortSignal): Promise<RestorePlan> {
     if (archive.includes("\0") || posix.normalize(archive) !== archive) {
       throw invalidArgument(`image ${JSON.stringify(archive)} is a path, but not a clean absolute path of a checkpoint archive`);
@@ -85,20 +94,49 @@ export class ContainerRestorer {
     }
     if (!info.isFile()) throw invalidArgument(`checkpoint archive ${archive} is not a regular file`);
     const metadata = await readCheckpointArchive(archive, undefined, signal);
-    if (!(await this.docker.info()).ExperimentalBuild) {
-      throw new CridockError("UNIMPLEMENTED", `cannot restore from ${archive}: ${NOT_EXPERIMENTAL}`);
+    await this.requireExperimental(archive);
+    return { ...(await this.findImage(archive, metadata)), archive, source: archive, metadata, release: async () => undefined };
+  }
+
+  /**
+   * The plan for a checkpoint image (checkpoint-image.ts), undefined for
+   * any other image. Its checkpoint is copied into an archive of cridock's
+   * own first, which `release` removes.
+   */
+  async planFromImage(reference: string, image: Awaited<ReturnType<ContextImages["resolveImage"]>>, signal?: AbortSignal): Promise<RestorePlan | undefined> {
+    if (!(await this.checkpointImages.holdsCheckpoint(image.id, image.inspect?.Config))) return undefined;
+    const source = `checkpoint image ${reference}`;
+    // Refused before the image's checkpoint is copied out.
+    await this.requireExperimental(source);
+    const copy = await this.checkpointImages.copyToArchive(image.id, signal);
+    try {
+      const metadata = await readCheckpointArchive(copy.path, undefined, signal, source);
+      return { ...(await this.findImage(source, metadata)), archive: copy.path, source, metadata, release: copy.release };
+    } catch (err) {
+      await copy.release();
+      throw err;
     }
+  }
+
+  private async requireExperimental(source: string): Promise<void> {
+    if (!(await this.docker.info()).ExperimentalBuild) {
+      throw new CridockError("UNIMPLEMENTED", `cannot restore from ${source}: ${NOT_EXPERIMENTAL}`);
+    }
+  }
+
+  /** The checkpointed container's image on this node: by id, then by the names config.dump gives. */
+  private async findImage(source: string, metadata: CheckpointArchiveMetadata): Promise<Pick<RestorePlan, "image" | "imageName">> {
     const { rootfsImageRef, rootfsImageName, rootfsImage } = metadata.config;
     const names = [...new Set([rootfsImageRef, rootfsImageName, rootfsImage].filter((n): n is string => Boolean(n)))];
     for (const name of names) {
       try {
         const image = await this.images.resolveImage(name);
-        return { archive, metadata, image, imageName: rootfsImage || rootfsImageName || name };
+        return { image, imageName: rootfsImage || rootfsImageName || name };
       } catch (err) {
         if (!(err instanceof CridockError && (err.code === "NOT_FOUND" || err.code === "INVALID_ARGUMENT"))) throw err;
       }
     }
-    throw notFound(`the image of checkpoint archive ${archive} (${names.join(", ")}) is not present; pull it first`);
+    throw notFound(`the image checkpointed in ${source} (${names.join(", ")}) is not present; pull it first`);
   }
 
   /**
@@ -112,7 +150,7 @@ export class ContainerRestorer {
       await stat(containerRoot);
     } catch (err) {
       throw failedPrecondition(
-        `cannot restore from ${plan.archive}: dockerd's directory of the container, ${containerRoot}, is not visible to cridock (Docker restores only from there; cridock must run on dockerd's host filesystem)`,
+        `cannot restore from ${plan.source}: dockerd's directory of the container, ${containerRoot}, is not visible to cridock (Docker restores only from there; cridock must run on dockerd's host filesystem)`,
         err,
       );
     }
@@ -120,7 +158,7 @@ export class ContainerRestorer {
     const overlay = overlayDirectories(c.GraphDriver);
     if (deleted.length > 0 && !overlay) {
       throw failedPrecondition(
-        `cannot restore from ${plan.archive}: the checkpointed container deleted ${deleted.length} path(s) of its image (${deleted.slice(0, 3).join(", ")}), ` +
+        `cannot restore from ${plan.source}: the checkpointed container deleted ${deleted.length} path(s) of its image (${deleted.slice(0, 3).join(", ")}), ` +
           `and cridock can delete files of a created container only on the overlay2 storage driver (dockerd's is ${c.GraphDriver?.Name ?? "unknown"})`,
       );
     }
@@ -135,16 +173,17 @@ export class ContainerRestorer {
         imageFile: (name, body) => pipeline(Readable.from(body), createWriteStream(join(target, name), { flags: "wx", mode: 0o600 })),
         rootfsDiff: async (body) => {
           await this.docker.putContainerArchive(c.Id, "/", Readable.from(body), signal).catch((err: unknown) => {
-            throw withContext(`putting ${plan.archive}'s rootfs-diff.tar into container ${c.Id.slice(0, 12)}`, err, "UNKNOWN");
+            throw withContext(`putting rootfs-diff.tar of ${plan.source} into container ${c.Id.slice(0, 12)}`, err, "UNKNOWN");
           });
           rootfsDiff = true;
         },
       },
       signal,
+      plan.source,
     );
     const whiteouts = overlay && deleted.length > 0 ? await whiteOut(overlay, deleted) : 0;
     const result = { imageFiles: plan.metadata.imageFiles, rootfsDiff, whiteouts };
-    this.log.info({ container: c.Id, archive: plan.archive, ...result }, "staged a container's restore from a checkpoint archive");
+    this.log.info({ container: c.Id, source: plan.source, ...result }, "staged a container's restore from a checkpoint archive");
     return result;
   }
 }

@@ -37,7 +37,9 @@ export const DOCKER_BUNDLE_DIRECTORIES = [
 
 /** CheckpointID: Docker puts CRIU's images in CheckpointDir/CheckpointID. */
 const IMAGES_NAME = "criu";
-/** Dump directories older than this are leftovers (of a dump Docker finished after cridock gave up on it). */
+/** Under cridock's root directory: CRIU's dumps, and the archives copied out of checkpoint images (checkpoint-image.ts). */
+export const CHECKPOINT_WORK_DIRECTORY = "checkpoint-work";
+/** Work entries older than this are leftovers (of a dump Docker finished after cridock gave up on it, of a crash). */
 const STALE_WORK_MS = 6 * 3600_000;
 
 export const NOT_EXPERIMENTAL = "dockerd runs without --experimental; Docker serves checkpoints only in experimental mode";
@@ -68,7 +70,7 @@ export class ContainerCheckpointer {
   constructor(private readonly options: CheckpointerOptions) {
     this.docker = options.docker;
     this.log = options.log;
-    this.workRoot = join(options.rootDirectory, "checkpoint-work");
+    this.workRoot = join(options.rootDirectory, CHECKPOINT_WORK_DIRECTORY);
   }
 
   /**

@@ -16,7 +16,7 @@ import { needsPasswd, parsePasswd, requestedUser, strictUserString } from "../st
 
 export interface ContextImages {
   /** `{ id: "sha256:…" }`, or NOT_FOUND "image X is not present; pull it first". */
-  resolveImage(reference: string): Promise<{ id: string; inspect?: { Config?: { User?: string } | null } }>;
+  resolveImage(reference: string): Promise<{ id: string; inspect?: { Config?: { User?: string; Entrypoint?: string[] | null; Cmd?: string[] | null } | null } }>;
 }
 
 export interface ContextDeps {

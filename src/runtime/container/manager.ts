@@ -4,6 +4,7 @@
  * container carries the labels that let a restarted cridock (or cri-dockerd)
  * recognise it, and its CRI log file is written by a LogFollower.
  */
+import { join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
 import { isConflict, isNotFound } from "../../docker/errors.ts";
 import type { ContainerInspect, ContainerSummary, DockerFilters } from "../../docker/types.ts";
@@ -14,7 +15,7 @@ import { hostCapabilities, privilegedStartFailure } from "./capabilities.ts";
 import { createBody, validateSpec, type CreateOptions } from "./create.ts";
 import { createMissingHostPaths } from "./mounts.ts";
 import { createContext, type ContextImages } from "./create-context.ts";
-import type { ImageFileReader } from "../image-files.ts";
+import type { ImageFileReader, ImageTreeReader } from "../image-files.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
 import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
@@ -22,14 +23,15 @@ import { LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABE
 import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
 import { containerName } from "../naming.ts";
 import { ContainerResizer } from "./resize.ts";
-import type { SandboxLookup } from "../sandbox/view.ts";
+import type { SandboxLookup, SandboxView } from "../sandbox/view.ts";
 import { StepTimer } from "../../steps.ts";
 import { CgroupReader } from "../../stats/cgroups.ts";
 import { type CgroupDriver, UnifiedCgroups } from "./unified-cgroup.ts";
 import { UnifiedSettings } from "./unified-settings.ts";
 import { KernelOomLog, type OomKillLookup } from "./kernel-oom-log.ts";
-import { ContainerCheckpointer, type CheckpointResult } from "./checkpoint.ts";
+import { CHECKPOINT_WORK_DIRECTORY, ContainerCheckpointer, type CheckpointResult } from "./checkpoint.ts";
 import { checkedLocation, checkpointDeadlineMs } from "./checkpoint-request.ts";
+import { CheckpointImages } from "./checkpoint-image.ts";
 import {
   CRIU_CGROUP_REMEDY,
   ContainerRestorer,
@@ -42,6 +44,7 @@ import {
 } from "./checkpoint-restore.ts";
 
 export type ImageResolver = ContextImages;
+type ResolvedImage = Awaited<ReturnType<ContextImages["resolveImage"]>>;
 
 export interface ContainerManagerOptions extends CreateOptions {
   docker: DockerClient;
@@ -49,8 +52,8 @@ export interface ContainerManagerOptions extends CreateOptions {
   images: ImageResolver;
   logs: LogFollowers;
   log: Logger;
-  /** Reads image files without running the image (Strict's /etc/passwd, image volume sub-paths). */
-  files: ImageFileReader;
+  /** Reads image files without running the image (Strict's /etc/passwd, image volume sub-paths, checkpoint images). */
+  files: ImageFileReader & ImageTreeReader;
   /** Docker's cgroup driver, asked for `unified` keys only (a cgroup parent is a slice name under systemd). */
   cgroupDriver?: () => Promise<CgroupDriver>;
   /** The cgroup tree containers run in (tests give a fake one). */
@@ -109,26 +112,49 @@ export class ContainerManager {
     this.unified = new UnifiedSettings(options.docker, files, this.log, options.cgroupDriver);
     this.resizer = new ContainerResizer(options.docker, cgroups, files, options.oomScore);
     this.oomKills = options.oomKills ?? new KernelOomLog(this.log);
+    const rootDirectory = options.rootDirectory || "/var/lib/cridock";
     this.checkpointer = new ContainerCheckpointer({
       docker: options.docker,
       sandboxes: options.sandboxes,
       log: this.log,
-      rootDirectory: options.rootDirectory || "/var/lib/cridock",
+      rootDirectory,
       bundleDirectories: options.bundleDirectories,
     });
-    this.restorer = new ContainerRestorer(options.docker, options.images, this.log);
+    const checkpointImages = new CheckpointImages(options.files, join(rootDirectory, CHECKPOINT_WORK_DIRECTORY));
+    this.restorer = new ContainerRestorer(options.docker, options.images, checkpointImages, this.log);
   }
 
   async create(sandboxId: string, requested: ContainerSpec): Promise<string> {
     validateSpec(requested);
     const timer = new StepTimer("CreateContainer");
     const view = await timer.time("sandbox.view", () => this.options.sandboxes.view(sandboxId));
-    // An image that is a path is a checkpoint archive to restore from (checkpoint-restore.ts):
-    // the container is created from the checkpointed container's image.
-    let restore: RestorePlan | undefined;
-    if (isCheckpointArchivePath(requested.image)) restore = await timer.time("restore.plan", () => this.restorer.plan(requested.image));
-    const spec = restore ? { ...requested, image: restore.imageName, userImage: restore.imageName } : requested;
-    const image = restore?.image ?? (await timer.time("image.resolve", () => this.options.images.resolveImage(spec.image)));
+    const { image, restore } = await this.imageOrCheckpoint(requested.image, timer);
+    try {
+      // A restore creates the container from the checkpointed container's image.
+      const spec = restore ? { ...requested, image: restore.imageName, userImage: restore.imageName } : requested;
+      return await this.createFrom(view, spec, image, restore, timer);
+    } finally {
+      await restore?.release();
+    }
+  }
+
+  /**
+   * The image to create from, and the restore when it is a checkpoint
+   * (checkpoint-restore.ts): an "image" that is a path is a checkpoint
+   * archive; a checkpoint image (checkpoint-image.ts) is recognised once
+   * resolved.
+   */
+  private async imageOrCheckpoint(reference: string, timer: StepTimer): Promise<{ image: ResolvedImage; restore?: RestorePlan }> {
+    if (isCheckpointArchivePath(reference)) {
+      const restore = await timer.time("restore.plan", () => this.restorer.plan(reference));
+      return { image: restore.image, restore };
+    }
+    const image = await timer.time("image.resolve", () => this.options.images.resolveImage(reference));
+    const restore = await timer.time("restore.plan", () => this.restorer.planFromImage(reference, image));
+    return { image: restore?.image ?? image, restore };
+  }
+
+  private async createFrom(view: SandboxView, spec: ContainerSpec, image: ResolvedImage, restore: RestorePlan | undefined, timer: StepTimer): Promise<string> {
     let targetId = "";
     if (spec.security?.pidMode === "target") {
       const target = await findByIdOrPrefix(this.docker, TYPE_CONTAINER, spec.security.targetId, "target container");
@@ -143,7 +169,7 @@ export class ContainerManager {
     const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
     if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
     const body = await createBody(spec, view, image.id, targetId, this.options, context);
-    if (restore) body.Labels = { ...body.Labels, [RESTORE_LABEL]: restore.archive };
+    if (restore) body.Labels = { ...body.Labels, [RESTORE_LABEL]: restore.source };
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
     this.remember(id);
@@ -183,7 +209,7 @@ export class ContainerManager {
       await this.restorer.stage(await this.docker.inspectContainer(id), plan);
     } catch (err) {
       await this.docker.removeContainer(id, { force: true }).catch((e) => this.log.warn({ container: id, err: e }, "could not remove a container whose restore failed"));
-      throw withContext(`restoring container ${id.slice(0, 12)} from ${plan.archive}`, err, "UNKNOWN");
+      throw withContext(`restoring container ${id.slice(0, 12)} from ${plan.source}`, err, "UNKNOWN");
     }
   }
 

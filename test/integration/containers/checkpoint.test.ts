@@ -23,6 +23,9 @@ import { silentLogger } from "../../../src/log.ts";
 import { addEntry, writeCheckpointArchive, writeTarAtomically } from "../../../src/runtime/container/checkpoint-archive.ts";
 import { readCheckpointArchive } from "../../../src/runtime/container/checkpoint-archive-read.ts";
 import { ContainerRestorer, RESTORE_CHECKPOINT } from "../../../src/runtime/container/checkpoint-restore.ts";
+import { CHECKPOINT_IMAGE_MARKER, CheckpointImages } from "../../../src/runtime/container/checkpoint-image.ts";
+import { DockerImageFiles } from "../../../src/runtime/image-files.ts";
+import { writeLayerImageArchive } from "../../helpers/checkpoint-image.ts";
 import { dockerContainerFiles, packRootfsDiff, planRootfsDiff } from "../../../src/runtime/container/rootfs-diff.ts";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, waitExited } from "./harness.ts";
 
@@ -198,8 +201,9 @@ t.test("a restore's staging in a created container, on this dockerd (the part th
   const archive = await restoreArchive(image.Id);
   const id = await createContainer(h, pod, containerConfig("staged", ["sleep", "60"]));
   const c = await docker.inspectContainer(id);
-  const restorer = new ContainerRestorer(docker, { resolveImage: async () => ({ id: image.Id }) }, silentLogger);
-  const plan = { archive, metadata: await readCheckpointArchive(archive), image: { id: image.Id }, imageName: BUSYBOX_IMAGE };
+  const files = new DockerImageFiles(docker, silentLogger);
+  const restorer = new ContainerRestorer(docker, { resolveImage: async () => ({ id: image.Id }) }, new CheckpointImages(files, archives), silentLogger);
+  const plan = { archive, source: archive, metadata: await readCheckpointArchive(archive), image: { id: image.Id }, imageName: BUSYBOX_IMAGE, release: async () => undefined };
   const info = await docker.info();
   if (c.GraphDriver?.Name !== "overlay2") {
     // Engine 29's containerd image store: no upper directory cridock could put a whiteout in.
@@ -219,6 +223,67 @@ t.test("a restore's staging in a created container, on this dockerd (the part th
   t.ok(await docker.containerPathExists(id, "/etc/cridock-restored"), "rootfs-diff.tar's file is in the container's filesystem");
   t.notOk(await docker.containerPathExists(id, "/etc/group"), "the deleted file is gone from it, as Docker sees it");
   t.ok(await docker.containerPathExists(id, "/etc/passwd"), "its neighbours are not");
+});
+
+/**
+ * A checkpoint image, as `checkpointctl build` makes one and Docker's
+ * classic store keeps it (its manifest's annotations dropped): FROM scratch,
+ * nothing to run, its one layer the archive's members. kubelet names such
+ * an image (by its id) in CreateContainer: recognised, it is refused on this
+ * dockerd for want of --experimental, not created as an ordinary container;
+ * its checkpoint copies out into an archive the restore reads as the
+ * original; an image with nothing to run but no checkpoint is an ordinary one.
+ */
+t.test("a checkpoint image: recognised, refused without --experimental, its checkpoint copied out whole", async (t) => {
+  const docker = new DockerClient({ endpoint: TEST_DOCKER_ENDPOINT, requestTimeoutMs: 60_000, logger: silentLogger });
+  t.teardown(() => docker.close());
+  const busybox = await docker.inspectImage(BUSYBOX_IMAGE);
+  const archive = await restoreArchive(busybox.Id);
+  const tag = `cridock-test/checkpoint-image:${process.pid}`;
+  const plainTag = `cridock-test/files-only:${process.pid}`;
+  const imageArchive = join(archives, "checkpoint-image.tar");
+  await writeLayerImageArchive(archive, imageArchive, tag);
+  const plainLayer = join(archives, "files-only-layer.tar");
+  await writeTarAtomically(plainLayer, (pack) => addEntry(pack, { name: "etc/cridock-files-only", mode: 0o644 }, Buffer.from("x\n")));
+  const plainArchive = join(archives, "files-only.tar");
+  await writeLayerImageArchive(plainLayer, plainArchive, plainTag);
+  const dockerCli = (...args: string[]) => execFileSync("docker", ["-H", TEST_DOCKER_ENDPOINT, ...args], { stdio: "pipe" }).toString();
+  dockerCli("load", "--quiet", "--input", imageArchive);
+  dockerCli("load", "--quiet", "--input", plainArchive);
+  t.teardown(() => void dockerCli("rmi", "-f", tag, plainTag));
+  // Docker's ids (the containerd store's are the manifest's digest, not the config's).
+  const [checkpointImage, plainImage] = [(await docker.inspectImage(tag)).Id, (await docker.inspectImage(plainTag)).Id];
+
+  const files = new DockerImageFiles(docker, silentLogger);
+  const images = new CheckpointImages(files, join(archives, "work"));
+  t.ok(await images.holdsCheckpoint(checkpointImage, (await docker.inspectImage(tag)).Config), `${CHECKPOINT_IMAGE_MARKER} at its root: a checkpoint image`);
+  t.notOk(await images.holdsCheckpoint(plainImage, (await docker.inspectImage(plainTag)).Config), "files only, no checkpoint: an ordinary image");
+  t.notOk(await images.holdsCheckpoint(busybox.Id, busybox.Config), "an image with a command is never looked into");
+
+  const copy = await images.copyToArchive(checkpointImage);
+  const copied = await readCheckpointArchive(copy.path);
+  t.same(copied, await readCheckpointArchive(archive), "the copy reads as the archive the image was built from");
+  t.same(await readdir(join(archives, "work")), [copy.path.split("/").pop()], "one archive in the work directory, no temporary file");
+  await copy.release();
+  t.same(await readdir(join(archives, "work")), [], "released: nothing left");
+
+  if (!experimental) {
+    const before = await leakedContainers(h);
+    try {
+      // kubelet passes the image's id, as ImageStatus gave it.
+      await h.client.call("CreateContainer", { podSandboxId: pod.podSandboxId, config: { ...containerConfig("from-image", []), image: { image: checkpointImage } }, sandboxConfig: pod.config });
+      t.fail("CreateContainer from a checkpoint image succeeded on a dockerd without --experimental");
+    } catch (err) {
+      t.equal((err as { code: number }).code, grpcStatus.UNIMPLEMENTED);
+      t.match((err as { details: string }).details, `cannot restore from checkpoint image ${checkpointImage}: dockerd runs without --experimental`);
+    }
+    t.same(await leakedContainers(h), before, "no container created");
+    t.same(await readdir(join(h.cridock.rootDirectory, "checkpoint-work")).catch(() => []), [], "nothing copied out before the refusal");
+  }
+  // An image with nothing to run and no checkpoint is created as any image is (its command from the request).
+  const plain = await createContainer(h, pod, { ...containerConfig("files-only", ["/bin/true"]), image: { image: plainTag } });
+  // CRI's command is Docker's Entrypoint.
+  t.match((await docker.inspectContainer(plain)).Config.Entrypoint, ["/bin/true"], "created as an ordinary container");
 });
 
 t.test("no container left behind", async (t) => {
