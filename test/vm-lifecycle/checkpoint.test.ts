@@ -22,17 +22,18 @@
  *   number in its memory (a fresh start would count from 1), with the file
  *   it added and without the one it deleted, beside the original; a missing
  *   archive is NOT_FOUND and a file that is no archive INVALID_ARGUMENT;
+ * - the stopped container is FAILED_PRECONDITION, and nothing is written;
+ * - a pod on the host's network: either checkpointed, or refused with
+ *   FAILED_PRECONDITION naming the host's network namespace (which one is
+ *   said in a comment: it depends on CRIU);
  * - kubelet restores from a checkpoint image, the only way it can ask
  *   for a restore: a counter run by kubelet as a static pod is
  *   checkpointed, the archive made into the image `checkpointctl build`
  *   makes (FROM scratch, the archive as its one layer; loaded into
  *   Docker's classic store, which keeps no manifest annotations), and a
  *   second static pod naming that image runs the counter on from the
- *   number in its memory, in its own cgroup, not restarted by kubelet;
- * - the stopped container is FAILED_PRECONDITION, and nothing is written;
- * - a pod on the host's network: either checkpointed, or refused with
- *   FAILED_PRECONDITION naming the host's network namespace (which one is
- *   said in a comment: it depends on CRIU).
+ *   number in its memory, in its own cgroup, not restarted by kubelet
+ *   (last: kubelet stops the crictl pods it does not know of).
  */
 import t, { type Test } from "tap";
 import { existsSync } from "node:fs";
@@ -285,6 +286,47 @@ if (skip) {
     t.equal(await state(vm, counter!.container), "CONTAINER_RUNNING", "the checkpointed container runs on beside it");
   });
 
+  t.test("crictl create from a missing or a broken archive: NOT_FOUND, INVALID_ARGUMENT; nothing created", async (t) => {
+    const pod = (await vm.run(`${crictl} pods --name ckpt -q`)).trim().split("\n")[0]!;
+    const before = (await vm.run(`${crictl} ps -a -q | wc -l`)).trim();
+    for (const [image, code, reason] of [
+      ["/root/missing.tar", "NotFound", /does not exist/],
+      ["/etc/hostname", "InvalidArgument", /not a usable checkpoint archive/],
+    ] as const) {
+      await vm.run(`cat >/root/ckpt/bad-ctr.json`, { input: JSON.stringify({ metadata: { name: "bad", attempt: 0 }, image: { image }, log_path: "bad.log" }) });
+      const r = await vm.ssh(`${crictl} create ${pod} /root/ckpt/bad-ctr.json /root/ckpt/ckpt-pod.json`, { timeoutMs: 300_000 });
+      t.not(r.status, 0, image);
+      t.match(output(r), new RegExp(`${code}.*${reason.source}`, "s"), `${image}: ${code}`, { output: output(r) });
+    }
+    t.equal((await vm.run(`${crictl} ps -a -q | wc -l`)).trim(), before, "no container left");
+  });
+
+  t.test("a stopped container: FAILED_PRECONDITION, nothing written", async (t) => {
+    if (!counter) {
+      t.fail("no counter ran");
+      return;
+    }
+    await vm.run(`${crictl} stop --timeout 0 ${counter.container}`, { timeoutMs: 300_000 });
+    const r = await vm.ssh(`${crictl} checkpoint --export=/root/stopped.tar ${counter.container}`, { timeoutMs: 300_000 });
+    t.not(r.status, 0);
+    t.match(output(r), /FailedPrecondition.*only a running container can be checkpointed/s, "code and reason", { output: output(r) });
+    t.equal((await vm.ssh("test -e /root/stopped.tar")).status, 1, "no archive");
+  });
+
+  t.test("a pod on the host's network: checkpointed, or refused naming it", async (t) => {
+    const host = await runCounter(vm, "hostnet", true);
+    const r = await vm.ssh(`${crictl} checkpoint --export=/root/hostnet.tar ${host.container}`, { timeoutMs: 1_200_000 });
+    if (r.status === 0) {
+      t.comment("CRIU checkpointed the host-network container");
+      t.match(await vm.run("tar -tf /root/hostnet.tar"), /^config\.dump$/m);
+    } else {
+      t.comment(`refused: ${output(r)}`);
+      t.match(output(r), /FailedPrecondition.*host's network namespace/s, "FAILED_PRECONDITION naming the host network", { output: output(r) });
+      t.equal((await vm.ssh("test -e /root/hostnet.tar")).status, 1, "no archive");
+    }
+    t.equal(await state(vm, host.container), "CONTAINER_RUNNING", "the container runs on either way");
+  });
+
   /** The running container named `name` of the static pod `pod` (kubelet suffixes the node's name), or undefined. */
   async function staticPodContainer(pod: string, name: string): Promise<string | undefined> {
     const sandbox = (await vm.ssh(`${crictl} pods -q --state ready --name '^${pod}-${NODE_NAME}$'`, { timeoutMs: 180_000 })).stdout.trim().split("\n")[0];
@@ -292,6 +334,7 @@ if (skip) {
     return (await vm.ssh(`${crictl} ps -q --state running --name '^${name}$' --pod ${sandbox}`, { timeoutMs: 180_000 })).stdout.trim().split("\n")[0] || undefined;
   }
 
+  // Last: kubelet stops the pods it does not know of, the crictl pods above among them.
   t.test("kubelet restores from a checkpoint image: a static pod naming it runs the counter on from its checkpoint", { skip: existsSync(KUBELET) ? false : `${KUBELET} is missing (scripts/install-kubelet.sh builds it)` }, async (t) => {
     await vm.copy(KUBELET, "/usr/local/bin/kubelet", 900_000);
     await configureCriu(vm);
@@ -350,46 +393,5 @@ if (skip) {
     const status = pods.items.find((p) => p.metadata.name === `restored-${NODE_NAME}`)?.status.containerStatuses?.[0];
     t.match(status, { name: "count", restartCount: 0, state: { running: {} } }, "kubelet reports it running, never restarted", { pods: pods.items.map((p) => p.metadata.name) });
     t.equal(await state(vm, source), "CONTAINER_RUNNING", "the checkpointed container runs on beside it");
-  });
-
-  t.test("crictl create from a missing or a broken archive: NOT_FOUND, INVALID_ARGUMENT; nothing created", async (t) => {
-    const pod = (await vm.run(`${crictl} pods --name ckpt -q`)).trim().split("\n")[0]!;
-    const before = (await vm.run(`${crictl} ps -a -q | wc -l`)).trim();
-    for (const [image, code, reason] of [
-      ["/root/missing.tar", "NotFound", /does not exist/],
-      ["/etc/hostname", "InvalidArgument", /not a usable checkpoint archive/],
-    ] as const) {
-      await vm.run(`cat >/root/ckpt/bad-ctr.json`, { input: JSON.stringify({ metadata: { name: "bad", attempt: 0 }, image: { image }, log_path: "bad.log" }) });
-      const r = await vm.ssh(`${crictl} create ${pod} /root/ckpt/bad-ctr.json /root/ckpt/ckpt-pod.json`, { timeoutMs: 300_000 });
-      t.not(r.status, 0, image);
-      t.match(output(r), new RegExp(`${code}.*${reason.source}`, "s"), `${image}: ${code}`, { output: output(r) });
-    }
-    t.equal((await vm.run(`${crictl} ps -a -q | wc -l`)).trim(), before, "no container left");
-  });
-
-  t.test("a stopped container: FAILED_PRECONDITION, nothing written", async (t) => {
-    if (!counter) {
-      t.fail("no counter ran");
-      return;
-    }
-    await vm.run(`${crictl} stop --timeout 0 ${counter.container}`, { timeoutMs: 300_000 });
-    const r = await vm.ssh(`${crictl} checkpoint --export=/root/stopped.tar ${counter.container}`, { timeoutMs: 300_000 });
-    t.not(r.status, 0);
-    t.match(output(r), /FailedPrecondition.*only a running container can be checkpointed/s, "code and reason", { output: output(r) });
-    t.equal((await vm.ssh("test -e /root/stopped.tar")).status, 1, "no archive");
-  });
-
-  t.test("a pod on the host's network: checkpointed, or refused naming it", async (t) => {
-    const host = await runCounter(vm, "hostnet", true);
-    const r = await vm.ssh(`${crictl} checkpoint --export=/root/hostnet.tar ${host.container}`, { timeoutMs: 1_200_000 });
-    if (r.status === 0) {
-      t.comment("CRIU checkpointed the host-network container");
-      t.match(await vm.run("tar -tf /root/hostnet.tar"), /^config\.dump$/m);
-    } else {
-      t.comment(`refused: ${output(r)}`);
-      t.match(output(r), /FailedPrecondition.*host's network namespace/s, "FAILED_PRECONDITION naming the host network", { output: output(r) });
-      t.equal((await vm.ssh("test -e /root/hostnet.tar")).status, 1, "no archive");
-    }
-    t.equal(await state(vm, host.container), "CONTAINER_RUNNING", "the container runs on either way");
   });
 }
