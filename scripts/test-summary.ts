@@ -6,7 +6,7 @@
  * "N passed, N failed" over all of them. Exits 1 if anything failed.
  *
  * Usage: tsx scripts/test-summary.ts [--tap NAME=FILE]... [--counts NAME=FILE]...
- *          [--exit-status NAME=CODE]... [--failed NAME=REASON]...
+ *          [--exit-status NAME=CODE]... [--failed NAME=REASON]... [--skipped NAME=REASON]...
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -43,6 +43,8 @@ function main(): number {
       failed: { type: "string", multiple: true, default: [] },
       // A runner that exited non-zero although no test point failed (a crash after the tests, a coverage error).
       "exit-status": { type: "string", multiple: true, default: [] },
+      // A suite the run chose not to start (its reason printed): one skip, neither passed nor failed.
+      skipped: { type: "string", multiple: true, default: [] },
     },
   });
   const suites: [string, TapCounts][] = [];
@@ -64,6 +66,12 @@ function main(): number {
     const [name, reason] = split("failed", v);
     suites.push([name, { passed: 0, failed: 1, skipped: 0, failures: [reason] }]);
   }
+  const skipReasons = new Map<string, string>();
+  for (const v of values.skipped!) {
+    const [name, reason] = split("skipped", v);
+    suites.push([name, { passed: 0, failed: 0, skipped: 1, failures: [] }]);
+    skipReasons.set(name, reason);
+  }
   let passed = 0;
   let failed = 0;
   const engines = new Map<string, TapCounts>();
@@ -72,6 +80,7 @@ function main(): number {
     failed += counts.failed;
     console.log(`# ${name}: ${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped`);
     for (const failure of counts.failures) console.log(`#   FAILED ${failure}`);
+    if (skipReasons.has(name)) console.log(`#   SKIPPED ${skipReasons.get(name)}`);
     const engine = engineOf(name);
     if (engine) {
       const total = engines.get(engine) ?? { passed: 0, failed: 0, skipped: 0, failures: [] };

@@ -4,6 +4,11 @@
  * a crashed test file or a critest spec.
  */
 import t from "tap";
+import { execFile } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
 import { countTap } from "../../scripts/lib/tap-count.ts";
 import { countJunit, countSummaryLine, passedSpecs } from "../../test/conformance/junit.ts";
 
@@ -115,4 +120,24 @@ t.test("the summary adds up each engine setup and closes with the total over all
   t.ok(lines.includes("# engine docker29: 380 passed, 0 failed, 11 skipped"));
   t.ok(lines.includes("# engine docker20.10: 70 passed, 1 failed, 20 skipped"));
   t.equal(lines.at(-1), "450 passed, 1 failed", "the closing line counts every engine");
+});
+
+t.test("the closing line: a suite not started is a skip with its reason, a failed one a failure", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "cridock-summary-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const counts = join(dir, "c.json");
+  await writeFile(counts, JSON.stringify({ passed: 3, failed: 0, skipped: 1, failures: [] }));
+  const summary = (...args: string[]) =>
+    promisify(execFile)(process.execPath, ["--import=tsx", "scripts/test-summary.ts", ...args]).then(
+      (r) => ({ code: 0, stdout: r.stdout }),
+      (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }),
+    );
+  const skipped = await summary("--counts", `a@e1=${counts}`, "--skipped", "vm-kubeadm@e1=not started: too slow");
+  t.equal(skipped.code, 0, "a skip fails nothing");
+  t.match(skipped.stdout, /^# vm-kubeadm@e1: 0 passed, 0 failed, 1 skipped\n#   SKIPPED not started: too slow$/m);
+  t.match(skipped.stdout, /^# engine e1: 3 passed, 0 failed, 2 skipped$/m);
+  t.match(skipped.stdout, /\n3 passed, 0 failed\n$/, "the closing line counts passes and failures only");
+  const failed = await summary("--counts", `a@e1=${counts}`, "--failed", "vm@e1=the boot failed");
+  t.equal(failed.code, 1);
+  t.match(failed.stdout, /\n3 passed, 1 failed\n$/);
 });
