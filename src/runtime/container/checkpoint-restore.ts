@@ -38,7 +38,7 @@ import type { Logger } from "../../log.ts";
 import { CRIDOCK_PREFIX } from "../labels.ts";
 import { readCheckpointArchive, type CheckpointArchiveMetadata } from "./checkpoint-archive-read.ts";
 import { NOT_EXPERIMENTAL } from "./checkpoint.ts";
-import type { ContextImages } from "./create-context.ts";
+import type { ContextImages, ResolvedImage } from "./create-context.ts";
 import type { CheckpointImages } from "./checkpoint-image.ts";
 import { overlayDirectories, whiteOut } from "./overlay-whiteouts.ts";
 
@@ -59,7 +59,7 @@ export interface RestorePlan {
   source: string;
   metadata: CheckpointArchiveMetadata;
   /** The checkpointed container's image, found on this node. */
-  image: Awaited<ReturnType<ContextImages["resolveImage"]>>;
+  image: ResolvedImage;
   /** The name ContainerStatus reports for it. */
   imageName: string;
   /** Removes what the plan made (a checkpoint image's archive copy); called once the container is staged or its creation failed. */
@@ -103,7 +103,7 @@ export class ContainerRestorer {
    * any other image. Its checkpoint is copied into an archive of cridock's
    * own first, which `release` removes.
    */
-  async planFromImage(reference: string, image: Awaited<ReturnType<ContextImages["resolveImage"]>>, signal?: AbortSignal): Promise<RestorePlan | undefined> {
+  async planFromImage(reference: string, image: ResolvedImage, signal?: AbortSignal): Promise<RestorePlan | undefined> {
     if (!(await this.checkpointImages.holdsCheckpoint(image.id, image.inspect?.Config))) return undefined;
     const source = `checkpoint image ${reference}`;
     // Refused before the image's checkpoint is copied out.

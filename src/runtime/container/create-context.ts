@@ -19,6 +19,9 @@ export interface ContextImages {
   resolveImage(reference: string): Promise<{ id: string; inspect?: { Config?: { User?: string; Entrypoint?: string[] | null; Cmd?: string[] | null } | null } }>;
 }
 
+/** What resolveImage answers. */
+export type ResolvedImage = Awaited<ReturnType<ContextImages["resolveImage"]>>;
+
 export interface ContextDeps {
   docker: Pick<DockerClient, "apiVersion" | "info" | "version">;
   images: ContextImages;

@@ -14,7 +14,7 @@ import type { LogFollowers } from "../../logs/followers.ts";
 import { hostCapabilities, privilegedStartFailure } from "./capabilities.ts";
 import { createBody, validateSpec, type CreateOptions } from "./create.ts";
 import { createMissingHostPaths } from "./mounts.ts";
-import { createContext, type ContextImages } from "./create-context.ts";
+import { createContext, type ContextImages, type ResolvedImage } from "./create-context.ts";
 import type { ImageFileReader, ImageTreeReader } from "../image-files.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
 import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
@@ -44,7 +44,6 @@ import {
 } from "./checkpoint-restore.ts";
 
 export type ImageResolver = ContextImages;
-type ResolvedImage = Awaited<ReturnType<ContextImages["resolveImage"]>>;
 
 export interface ContainerManagerOptions extends CreateOptions {
   docker: DockerClient;
