@@ -76,6 +76,10 @@ export async function buildLayer(entries: LayerEntry[]): Promise<Layer> {
   }
   pack.finalize();
   await collected;
-  const buffer = Buffer.concat(chunks);
-  return { tar: buffer, diffId: `sha256:${createHash("sha256").update(buffer).digest("hex")}` };
+  return layerOfTar(Buffer.concat(chunks));
+}
+
+/** A layer whose uncompressed tar is `tar` as it is (built elsewhere: a checkpoint archive, say). */
+export function layerOfTar(tar: Buffer): Layer {
+  return { tar, diffId: `sha256:${createHash("sha256").update(tar).digest("hex")}` };
 }

@@ -4,9 +4,9 @@
  * kept): FROM scratch, no Entrypoint or Cmd, one layer whose tar is the
  * checkpoint archive itself (its members sit at the layer's root).
  */
-import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { imageConfig, writeDockerArchive } from "../../scripts/images/docker-archive.ts";
+import { layerOfTar } from "../../scripts/images/layer.ts";
 
 /**
  * Writes a `docker load` tarball at `dest` of an image with nothing to run
@@ -14,8 +14,6 @@ import { imageConfig, writeDockerArchive } from "../../scripts/images/docker-arc
  * checkpoint image), tagged `tag`.
  */
 export async function writeLayerImageArchive(layerTar: string, dest: string, tag: string): Promise<void> {
-  const tar = await readFile(layerTar);
-  const layer = { tar, diffId: `sha256:${createHash("sha256").update(tar).digest("hex")}` };
-  const image = imageConfig({}, [layer], `cridock tests: ${tag}`);
+  const image = imageConfig({}, [layerOfTar(await readFile(layerTar))], `cridock tests: ${tag}`);
   await writeDockerArchive(dest, image, [tag]);
 }

@@ -252,12 +252,13 @@ t.test("a checkpoint image: recognised, refused without --experimental, its chec
   dockerCli("load", "--quiet", "--input", plainArchive);
   t.teardown(() => void dockerCli("rmi", "-f", tag, plainTag));
   // Docker's ids (the containerd store's are the manifest's digest, not the config's).
-  const [checkpointImage, plainImage] = [(await docker.inspectImage(tag)).Id, (await docker.inspectImage(plainTag)).Id];
+  const [checkpointInspect, plainInspect] = [await docker.inspectImage(tag), await docker.inspectImage(plainTag)];
+  const checkpointImage = checkpointInspect.Id;
 
   const files = new DockerImageFiles(docker, silentLogger);
   const images = new CheckpointImages(files, join(archives, "work"));
-  t.ok(await images.holdsCheckpoint(checkpointImage, (await docker.inspectImage(tag)).Config), `${CHECKPOINT_IMAGE_MARKER} at its root: a checkpoint image`);
-  t.notOk(await images.holdsCheckpoint(plainImage, (await docker.inspectImage(plainTag)).Config), "files only, no checkpoint: an ordinary image");
+  t.ok(await images.holdsCheckpoint(checkpointImage, checkpointInspect.Config), `${CHECKPOINT_IMAGE_MARKER} at its root: a checkpoint image`);
+  t.notOk(await images.holdsCheckpoint(plainInspect.Id, plainInspect.Config), "files only, no checkpoint: an ordinary image");
   t.notOk(await images.holdsCheckpoint(busybox.Id, busybox.Config), "an image with a command is never looked into");
 
   const copy = await images.copyToArchive(checkpointImage);
