@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs cridock on Node. With the prebuilt bundle dist/cridock.js present (scripts/build.ts; npm's
+// Runs cridock on Node. With the prebuilt bundle dist/cridock.js present (scripts/build/bundle.ts; npm's
 // prepack builds it) and not older than the sources, it runs that: it starts faster and takes less
 // memory than transpiling the sources. Otherwise (development, or CRIDOCK_FROM_SOURCE=1) it runs the
 // TypeScript sources through tsx, with no build step.

@@ -14,7 +14,7 @@
 #                     `export KUBECONFIG=…` line on stdout. With --nodes 2
 #                     (or CRIDOCK_CLUSTER_NODES=2), then joins a second node
 #                     on this machine in namespaces of its own
-#                     (scripts/lib/cluster-node2.sh).
+#                     (scripts/k8s/cluster-node2.sh).
 #   cluster.sh down   the second node first, if there is one; then `kubeadm reset` (every pod removed through CRI), then
 #                     stops the daemons and removes what up made: iptables
 #                     chains (kube-proxy's, and the one that rejects
@@ -24,18 +24,18 @@
 #                     stops one daemon and starts it again as up did (the
 #                     cluster suite checks that no container restarts).
 #
-# Logs: /var/log/cridock-env/cluster-*.log. See scripts/lib/cluster-common.sh
+# Logs: /var/log/cridock-env/cluster-*.log. See scripts/k8s/cluster-common.sh
 # for the directories, sockets, ports and subnets it takes.
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
-# shellcheck source=scripts/lib/cluster-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
-# shellcheck source=scripts/lib/cluster-config.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-config.sh"
-# shellcheck source=scripts/lib/cluster-node2.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-node2.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env/common.sh"
+# shellcheck source=scripts/k8s/cluster-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/k8s/cluster-common.sh"
+# shellcheck source=scripts/k8s/cluster-config.sh
+source "$(dirname "${BASH_SOURCE[0]}")/k8s/cluster-config.sh"
+# shellcheck source=scripts/k8s/cluster-node2.sh
+source "$(dirname "${BASH_SOURCE[0]}")/k8s/cluster-node2.sh"
 
 KUBEADM_LOG="$ENV_LOG_DIR/cluster-kubeadm.log"
 # Host files and directories up found missing and made (removed by down), one a line.
@@ -59,10 +59,10 @@ api_answers() {
 # --- up ---------------------------------------------------------------------
 
 build_prerequisites() {
-  bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh"
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubernetes.sh"
-  bash "$CRIDOCK_REPO_ROOT/scripts/cluster-images.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/setup.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubernetes.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/cluster-images.sh"
 }
 
 # remember_created PATH: PATH is about to be made by up; down removes it.
@@ -82,7 +82,7 @@ save_sysctls() {
 
 start_cluster_dockerd() {
   local bin
-  bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/install-docker-engine.sh")"
+  bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/env/install-docker-engine.sh")"
   socket_answers "$CLUSTER_DOCKER_SOCKET" http://docker/_ping && return 0
   mkdir -p "$CLUSTER_RUN_DIR" "$CLUSTER_STATE_DIR/docker"
   ip link show "$CLUSTER_DOCKER_BRIDGE" >/dev/null 2>&1 || ip link add "$CLUSTER_DOCKER_BRIDGE" type bridge

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Undoes scripts/env-setup.sh, scripts/run-cridock.sh, a kubeadm cluster
-# of scripts/cluster.sh and the VMs of scripts/vm-node.sh that a killed run
+# Undoes scripts/env/setup.sh, scripts/run-cridock.sh, a kubeadm cluster
+# of scripts/cluster.sh and the VMs of scripts/vm/node.sh that a killed run
 # left: stops the daemons
 # they started (by pid file: a dockerd or registry that was already running
 # is left alone) including the Engine 29 test setups and their bridges, takes
@@ -14,12 +14,12 @@
 # Usage: env-teardown.sh [--purge]   --purge also removes /var/lib/cridock-env.
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
-# shellcheck source=scripts/lib/env-mirror.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-mirror.sh"
-# shellcheck source=scripts/lib/cluster-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env/common.sh"
+# shellcheck source=scripts/env/mirror.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env/mirror.sh"
+# shellcheck source=scripts/k8s/cluster-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/k8s/cluster-common.sh"
 
 
 # Removes the files run-cridock.sh installed, each only if it still holds
@@ -79,12 +79,12 @@ main() {
   # kubelet's QoS cgroups (kubepods), which a killed cluster or node suite
   # run leaves even once its state directory is gone.
   remove_kubelet_cgroups
-  # The cgroup v2 test node's VMs (scripts/vm-node.sh), each with its overlay;
+  # The cgroup v2 test node's VMs (scripts/vm/node.sh), each with its overlay;
   # the image stays in the tools cache.
-  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" stop --all
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" stop --all
   remove_mirror_registry
   # The Engine 29 test setups (their pid files say whether we started them).
-  bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" stop
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/test-engines.sh" stop
   stop_daemon registry-auth
   stop_daemon registry
   # A dockerd we did not start has no pid file and is not touched.

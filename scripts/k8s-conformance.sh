@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs one of Kubernetes' own e2e suites against cridock and leaves its
 # results: the JUnit and ginkgo JSON reports, and per-spec lists of passed,
-# failed and skipped (scripts/conformance-results.ts).
+# failed and skipped (scripts/k8s/conformance-results.ts).
 #
 #   k8s-conformance.sh e2e  [ginkgo flags] [-- e2e.test flags]
 #       e2e.test against the kubeadm cluster of scripts/cluster.sh (brought up
@@ -10,7 +10,7 @@
 #   k8s-conformance.sh node [ginkgo flags] [-- e2e_node.test flags]
 #       e2e_node.test with its own etcd, API server and kubelet, the kubelet
 #       on a private cridock on a private Engine 29 dockerd
-#       (scripts/lib/conformance-node.sh), all torn down after. Default focus:
+#       (scripts/k8s/conformance-node.sh), all torn down after. Default focus:
 #       [NodeConformance], skipping [Flaky], [Slow], [Serial] and [Disruptive].
 #
 # Ginkgo flags are the ginkgo CLI's (--focus, --skip, --label-filter,
@@ -21,19 +21,19 @@
 # It builds what is missing first: the Kubernetes binaries and the test
 # binaries (install-kubernetes.sh --with-tests) and the images the suites pull
 # (conformance-images.sh), served by the test environment's TLS mirror, which
-# scripts/env-setup.sh must have started. Both suites run a kubelet on
+# scripts/env/setup.sh must have started. Both suites run a kubelet on
 # kubelet's fixed ports and /var/lib/kubelet: never two at once, and node
 # never while the cluster is up.
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
-# shellcheck source=scripts/lib/cluster-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/cluster-common.sh"
-# shellcheck source=scripts/lib/conformance-e2e.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/conformance-e2e.sh"
-# shellcheck source=scripts/lib/conformance-node.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/conformance-node.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env/common.sh"
+# shellcheck source=scripts/k8s/cluster-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/k8s/cluster-common.sh"
+# shellcheck source=scripts/k8s/conformance-e2e.sh
+source "$(dirname "${BASH_SOURCE[0]}")/k8s/conformance-e2e.sh"
+# shellcheck source=scripts/k8s/conformance-node.sh
+source "$(dirname "${BASH_SOURCE[0]}")/k8s/conformance-node.sh"
 
 E2E_DEFAULT_FOCUS='\[Conformance\]'
 NODE_DEFAULT_FOCUS='\[NodeConformance\]'
@@ -54,16 +54,16 @@ has_flag() {
 }
 
 prepare() {
-  [[ -x "$CRIDOCK_TOOLS_DIR/bin/crictl" ]] || bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubernetes.sh" --with-tests
-  bash "$CRIDOCK_REPO_ROOT/scripts/conformance-images.sh"
+  [[ -x "$CRIDOCK_TOOLS_DIR/bin/crictl" ]] || bash "$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubernetes.sh" --with-tests
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/conformance-images.sh"
 }
 
 # summarize DIR: the per-spec lists from the ginkgo JSON report.
 summarize() {
   local dir="$1"
   if [[ -f "$dir/report.json" ]]; then
-    (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/conformance-results.ts "$dir/report.json" "$dir") |
+    (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s/conformance-results.ts "$dir/report.json" "$dir") |
       tee "$dir/counts.txt" >&2
   else
     log "no ginkgo report in $dir"

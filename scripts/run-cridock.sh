@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what running cridock needs and nothing more: the Debian packages
 # of the engine, CNI plugins and the tools cridock calls (RUN_PACKAGES in
-# scripts/lib/env-common.sh), dockerd when none answers, crictl (built in the
+# scripts/env/common.sh), dockerd when none answers, crictl (built in the
 # background when missing: cridock does not wait for it), and a default
 # CNI network when /etc/cni/net.d holds none. Then it runs cridock in the
 # foreground on its default socket, /var/run/cridock.sock: the self-contained
@@ -14,8 +14,8 @@
 # Then, from another shell:  crictl --runtime-endpoint unix:///var/run/cridock.sock info
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env/common.sh"
 
 CNI_CONF_DIR="/etc/cni/net.d"
 
@@ -25,7 +25,7 @@ CNI_CONF_DIR="/etc/cni/net.d"
 # build short) while cridock starts, and linked into /usr/local/bin once it
 # is there, unless some crictl is on the PATH already.
 ensure_crictl() {
-  local tools="$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
+  local tools="$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh"
   if bash "$tools" --check crictl; then
     bash "$tools" --link crictl
   elif pid_of crictl-build >/dev/null; then
@@ -77,7 +77,7 @@ main() {
   ensure_node_modules
   if ! current dist/cridock.js; then
     log "building the bundle dist/cridock.js"
-    node_modules/.bin/tsx scripts/build.ts || die "building dist/cridock.js failed"
+    node_modules/.bin/tsx scripts/build/bundle.ts || die "building dist/cridock.js failed"
   fi
   log "starting dist/cridock.js on unix:///var/run/cridock.sock (Ctrl-C stops it)"
   exec node dist/cridock.js "$@"

@@ -13,7 +13,7 @@
 # up, kubectl against it, down) and a fixed list of Kubernetes'
 # [NodeConformance] specs (e2e_node.test through scripts/k8s-conformance.sh
 # node), and last the cgroup v2 node's suites (the Debian 12 VM of
-# scripts/vm-node.sh with the .deb installed: vm, a kubelet with the systemd
+# scripts/vm/node.sh with the .deb installed: vm, a kubelet with the systemd
 # driver; vm-lifecycle, reboots and checkpoints; vm-kubeadm, kubeadm init
 # there), which run beside all the others from the start. The suites that
 # need Kubernetes' binaries come last: on a fresh machine those builds (in
@@ -36,8 +36,8 @@
 #        others are named too, in the foreground when they alone are)
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env/common.sh"
 
 RESULTS_DIR=""
 SUMMARY_ARGS=()
@@ -122,11 +122,11 @@ VM_SUITE_NODE=suite
 run_vm() {
   local engine="$1" boot_status=0 deb=""
   echo "# ---- vm@$engine (the cgroup v2 node)"
-  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" image >/dev/null
-  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" start "$VM_SUITE_NODE" </dev/null &
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" image >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" start "$VM_SUITE_NODE" </dev/null &
   local boot_pid=$!
   build_deb && deb="$BUILT_DEB"
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh" >/dev/null
   wait "$boot_pid" || boot_status=$?
   if [[ -z "$deb" || ! -f "$deb" ]] || ((boot_status != 0)); then
     SUMMARY_ARGS+=(--failed "vm@$engine=the .deb's build or the node's boot failed (boot: exit $boot_status; log: $ENV_LOG_DIR/vm-$VM_SUITE_NODE-console.log)")
@@ -136,7 +136,7 @@ run_vm() {
     run_tap_suite vm "$engine" --jobs=1 --timeout=2400 --disable-coverage
     SUITE_ENV=()
   fi
-  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" stop "$VM_SUITE_NODE" </dev/null || true
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" stop "$VM_SUITE_NODE" </dev/null || true
 }
 
 # The VM suites beside all the host's suites: the vm suite, then
@@ -144,7 +144,7 @@ run_vm() {
 # another in a background subshell from the start of the run, their output
 # kept in a file and shown, with their results counted, when the loop
 # reaches the first of them. The guest's CPU is emulated, and qemu runs
-# niced (vm-node.sh), so it takes the cycles the host's suites leave while
+# niced (vm/node.sh), so it takes the cycles the host's suites leave while
 # they wait on dockerd, kubelet and the cluster; alone, their half hour would
 # come on top of theirs. Started at the first of e2e, cluster and
 # node-conformance instead, the run waited a quarter of an hour for the vm
@@ -168,10 +168,10 @@ start_vm_beside() {
   log "the ${VM_BESIDE_SUITES[*]} suites run beside the suites from here on (log: $RESULTS_DIR/vm-beside.log)"
   (
     local before=${#SUMMARY_ARGS[@]} started=$SECONDS suite
-    nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" >/dev/null
+    nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh" >/dev/null
     [[ " ${VM_BESIDE_SUITES[*]} " != *" vm-lifecycle "* ]] ||
-      nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" checkpointctl >/dev/null
-    nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
+      nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh" checkpointctl >/dev/null
+    nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh" >/dev/null
     for suite in "${VM_BESIDE_SUITES[@]}"; do
       if [[ "$suite" == vm-kubeadm ]] && ((SECONDS > VM_KUBEADM_DEADLINE_S)); then
         SUMMARY_ARGS+=(--skipped "vm-kubeadm@$engine=not started: the run was $SECONDS s old, past CRIDOCK_VM_KUBEADM_DEADLINE_S ($VM_KUBEADM_DEADLINE_S s); this machine's emulated CPU is too slow for it to fit CI's time")
@@ -219,7 +219,7 @@ collect_vm_beside() {
 stop_vm_beside() {
   [[ -n "$VM_BESIDE_PID" ]] || return 0
   kill_tree "$VM_BESIDE_PID"
-  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" stop --all </dev/null >/dev/null 2>&1 || true
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" stop --all </dev/null >/dev/null 2>&1 || true
 }
 
 kill_tree() {
@@ -233,7 +233,7 @@ kill_tree() {
 run_own_vm_suite() {
   local suite="$1" engine="$2" what="$3" deb=""
   echo "# ---- $suite@$engine ($what)"
-  bash "$CRIDOCK_REPO_ROOT/scripts/vm-node.sh" image >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" image >/dev/null
   build_deb && deb="$BUILT_DEB"
   if [[ -z "$deb" || ! -f "$deb" ]]; then
     SUMMARY_ARGS+=(--failed "$suite@$engine=the .deb's build failed")
@@ -252,8 +252,8 @@ run_own_vm_suite() {
 # suite, started only before VM_KUBEADM_DEADLINE_S (docs/testing.md,
 # "kubeadm on the node").
 run_vm_kubeadm() {
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubernetes.sh" >/dev/null
-  bash "$CRIDOCK_REPO_ROOT/scripts/cluster-images.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubernetes.sh" >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/cluster-images.sh"
   run_own_vm_suite vm-kubeadm "$1" "kubeadm on the cgroup v2 node"
 }
 
@@ -264,9 +264,9 @@ run_vm_kubeadm() {
 # experimental mode). About 6 minutes of a fast machine's emulated CPU,
 # 20 of a slow one's (docs/testing.md, "Reboots of the node").
 run_vm_lifecycle() {
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh" >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh" >/dev/null
   # checkpointctl reads CheckpointContainer's archives (checkpoint.test.ts).
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh" checkpointctl >/dev/null
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh" checkpointctl >/dev/null
   run_own_vm_suite vm-lifecycle "$1" "reboots and checkpoints on the cgroup v2 node"
 }
 
@@ -277,7 +277,7 @@ run_vm_lifecycle() {
 run_e2e() {
   local engine="$1" dockerd_bin="${CRIDOCK_TEST_DOCKERD_BIN:-dockerd}"
   [[ -n "${CRIDOCK_TEST_DOCKERD_BIN:-}" || "$engine" != docker29* ]] || dockerd_bin="$DOCKER_ENGINE_BIN_DIR/dockerd"
-  bash "$CRIDOCK_REPO_ROOT/scripts/install-kubelet.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh"
   SUITE_DIR=e2e
   # kubelet's default (generic) PLEG drives the cluster suite; CI runs this
   # suite with the evented PLEG only, to keep the run under its time budget.
@@ -297,7 +297,7 @@ run_e2e() {
 BUILT_DEB=""
 build_deb() {
   [[ -n "$BUILT_DEB" ]] && return 0
-  (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/build-binary.ts && CRIDOCK_DEB_XZ_LEVEL=1 bash scripts/build-deb.sh) </dev/null || return 1
+  (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/build/binary.ts && CRIDOCK_DEB_XZ_LEVEL=1 bash scripts/build/deb.sh) </dev/null || return 1
   BUILT_DEB="$(ls -t "$CRIDOCK_REPO_ROOT"/dist/cridock_*_amd64.deb | head -n 1)"
 }
 
@@ -307,7 +307,7 @@ build_deb() {
 run_packaging() {
   local engine="$1"
   echo "# ---- building the executable, the .deb and the tarball"
-  if ! build_deb || ! (cd "$CRIDOCK_REPO_ROOT" && bash scripts/build-tarball.sh) </dev/null; then
+  if ! build_deb || ! (cd "$CRIDOCK_REPO_ROOT" && bash scripts/build/tarball.sh) </dev/null; then
     SUMMARY_ARGS+=(--failed "packaging@$engine=building the executable or the packages failed")
     return 0
   fi
@@ -348,20 +348,20 @@ run_cluster() {
 # pull. Three ginkgo processes (the specs mostly wait on pods). Each listed
 # spec counts in the closing line; a listed spec that did not run (renamed
 # upstream, or the suite died first) or a spec run outside the list is a
-# failure (scripts/k8s-spec-list.ts). The results stay in $ENV_LOG_DIR when
+# failure (scripts/k8s/spec-list-command.ts). The results stay in $ENV_LOG_DIR when
 # the run failed.
 run_listed_specs() {
   local name="$1" suite="$2" list="$3" status=0 focus dir
   dir="$RESULTS_DIR/$name"
   echo "# ---- $name (${suite}: the specs of $list)"
-  if ! focus="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts focus "$list")"; then
+  if ! focus="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s/spec-list-command.ts focus "$list")"; then
     SUMMARY_ARGS+=(--failed "$name=cannot read $list")
     return 0
   fi
   CRIDOCK_CONFORMANCE_RESULTS="$dir" \
     bash "$CRIDOCK_REPO_ROOT/scripts/k8s-conformance.sh" "$suite" --procs=3 --focus="$focus" </dev/null || status=$?
   if [[ -f "$dir/report.json" ]] &&
-    (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s-spec-list.ts count "$list" "$dir/report.json" "$dir.json"); then
+    (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/k8s/spec-list-command.ts count "$list" "$dir/report.json" "$dir.json"); then
     SUMMARY_ARGS+=(--counts "$name=$dir.json")
   else
     SUMMARY_ARGS+=(--failed "$name=scripts/k8s-conformance.sh $suite exited with $status and no report (see $ENV_LOG_DIR)")
@@ -425,7 +425,7 @@ choose_engines() {
   ((${#ENGINES[@]} > 0)) || die "CRIDOCK_TEST_ENGINES names no engine"
 }
 
-# prebuild_steps SUITE...: what scripts/prebuild-tools.sh builds for these
+# prebuild_steps SUITE...: what scripts/env/prebuild-tools.sh builds for these
 # suites, in the order the suites will want it.
 prebuild_steps() {
   local suites=" $* " steps=() tests=0 engine29=0
@@ -461,7 +461,7 @@ start_prebuild() {
   log "building ${steps[*]} in the background (log: $ENV_LOG_DIR/prebuild.log)"
   mkdir -p "$ENV_LOG_DIR"
   # Its own process group, so that an early exit stops the whole build.
-  setsid nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/prebuild-tools.sh" "${steps[@]}" \
+  setsid nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/env/prebuild-tools.sh" "${steps[@]}" \
     </dev/null >"$ENV_LOG_DIR/prebuild.log" 2>&1 &
   PREBUILD_PID=$!
 }
@@ -483,13 +483,13 @@ TEST_ENGINES_READY=0
 ensure_suite_prerequisites() {
   local engine="$1" started=$SECONDS
   if ((!CRI_TOOLS_READY)); then
-    bash "$CRIDOCK_REPO_ROOT/scripts/install-cri-tools.sh"
+    bash "$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh"
     CRI_TOOLS_READY=1
     TIMES+=("cri-tools (waiting for the build) $((SECONDS - started)) s")
   fi
   if [[ "$engine" == docker29* ]] && ((!TEST_ENGINES_READY)); then
     started=$SECONDS
-    bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" start
+    bash "$CRIDOCK_REPO_ROOT/scripts/env/test-engines.sh" start
     TEST_ENGINES_READY=1
     TIMES+=("Engine 29 setups (waiting for the build, starting) $((SECONDS - started)) s")
   fi
@@ -506,7 +506,7 @@ run_order() {
 
 prepare() {
   require_root
-  bash "$CRIDOCK_REPO_ROOT/scripts/env-setup.sh"
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/setup.sh"
   ensure_node_modules
   start_prebuild "$@"
 }
@@ -582,7 +582,7 @@ main() {
   # And the background builds' own steps (they overlap the suites above).
   [[ -z "$PREBUILD_PID" ]] || sed -n 's/^cridock-env: prebuild: /#   background: /p' "$ENV_LOG_DIR/prebuild.log"
   echo "# ---- summary"
-  (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/test-summary.ts "${SUMMARY_ARGS[@]}")
+  (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/summary.ts "${SUMMARY_ARGS[@]}")
 }
 
 main "$@"

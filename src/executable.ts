@@ -1,5 +1,5 @@
 /**
- * The entry of the self-contained executable (scripts/build-binary.ts): Node's
+ * The entry of the self-contained executable (scripts/build/binary.ts): Node's
  * single executable application runs one CommonJS script, which cannot await
  * at its top level, and whose module URL is not a file, so main.ts's own
  * "am I the entry" test does not apply. The arguments after the executable's

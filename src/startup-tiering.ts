@@ -7,7 +7,7 @@
  * even once, so an idle cridock used to carry optimized code of its own
  * start, the compiler's pages of the node executable that doing it touched,
  * and what its background thread's allocator kept: about 2.5 MB of an idle
- * RSS of 62 (bench-idle's figure; scripts/bench-idle.ts). Deferred, the
+ * RSS of 62 (bench-idle's figure; scripts/bench/idle.ts). Deferred, the
  * code that turns hot while cridock serves (the log conversion, Docker's
  * answers, gRPC) is still optimized as before: the flag is read at each
  * tiering decision, so a function run during the start is optimized once

@@ -8,19 +8,19 @@
  *   logs    one container writing numbered lines flat out: MB/s into the CRI file (target ≥ 50),
  *           cridock's CPU, every number exactly once; then the reader alone catching up on the
  *           same Docker log (the rate at which cridock drains a backlog)
- * Usage: tsx scripts/bench-containers.ts [--cycles 20] [--list 40,300] [--log-mb 200] [--line-bytes 100] [--only logs]
+ * Usage: tsx scripts/bench/containers.ts [--cycles 20] [--list 40,300] [--log-mb 200] [--line-bytes 100] [--only logs]
  */
 import { parseArgs } from "node:util";
 import { mkdtemp, open, readFile, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { JsonFileFollower } from "../src/logs/file-follower.ts";
-import { parseRecord } from "../src/logs/crilog.ts";
-import { FollowStateStore } from "../src/logs/resume.ts";
-import { createLogger } from "../src/log.ts";
-import { DockerClient } from "../src/docker/client.ts";
-import { BUSYBOX_IMAGE, TEST_DOCKER_ENDPOINT } from "../test/helpers/env.ts";
-import { containerConfig, createContainer, runPod, startHarness, status, waitExited } from "../test/integration/containers/harness.ts";
+import { JsonFileFollower } from "../../src/logs/file-follower.ts";
+import { parseRecord } from "../../src/logs/crilog.ts";
+import { FollowStateStore } from "../../src/logs/resume.ts";
+import { createLogger } from "../../src/log.ts";
+import { DockerClient } from "../../src/docker/client.ts";
+import { BUSYBOX_IMAGE, TEST_DOCKER_ENDPOINT } from "../../test/helpers/env.ts";
+import { containerConfig, createContainer, runPod, startHarness, status, waitExited } from "../../test/integration/containers/harness.ts";
 
 const { values } = parseArgs({
   options: {

@@ -21,19 +21,19 @@
  * each cridock process on Node into a directory (one file per process and
  * round, written when it stops).
  *
- *   tsx scripts/bench-crictl.ts [--rounds 2] [--cycles 10] [--containers 40] [--stats 10]
+ *   tsx scripts/bench/crictl.ts [--rounds 2] [--cycles 10] [--containers 40] [--stats 10]
  *       [--lists 20] [--execs 20] [--compare-cri-dockerd <binary>] [--compare-cridock <bin/cridock.js>]
  *       [--runtime node|deno] [--cpu-prof <dir>]
  *
- * Needs the test environment (scripts/env-setup.sh) with crictl, and root.
+ * Needs the test environment (scripts/env/setup.sh) with crictl, and root.
  */
 import { execFile, spawnSync } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
-import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir } from "../test/helpers/env.ts";
-import { median } from "./lib/bench-stats.ts";
+import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir } from "../../test/helpers/env.ts";
+import { median } from "./lib/stats.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { cpuSeconds, rssMb, treeCpuSeconds } from "./lib/proc-usage.ts";
 import { runtimeName, startRuntime, type RuntimeKind } from "./lib/runtimes.ts";

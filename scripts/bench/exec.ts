@@ -15,16 +15,16 @@
  * --cpu-prof <dir> writes a V8 CPU profile of each cridock process there
  * (written when it stops).
  *
- *   npx tsx scripts/bench-exec.ts [--rounds 200] [--mib 512] [--compare <bin/cridock.js>]
+ *   npx tsx scripts/bench/exec.ts [--rounds 200] [--mib 512] [--compare <bin/cridock.js>]
  *       [--compare-cri-dockerd <binary>] [--cpu-prof <dir>]
  */
 import { spawn } from "node:child_process";
 import { parseArgs } from "node:util";
-import { DockerClient } from "../src/docker/client.ts";
-import { silentLogger } from "../src/log.ts";
-import { startCridockProcess, type CridockProcess } from "../test/helpers/cridock-process.ts";
-import { median, spawnedPerOperation, stepBreakdown } from "./lib/bench-stats.ts";
-import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir, PAUSE_IMAGE, type CniConfDir } from "../test/helpers/env.ts";
+import { DockerClient } from "../../src/docker/client.ts";
+import { silentLogger } from "../../src/log.ts";
+import { startCridockProcess, type CridockProcess } from "../../test/helpers/cridock-process.ts";
+import { median, spawnedPerOperation, stepBreakdown } from "./lib/stats.ts";
+import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir, PAUSE_IMAGE, type CniConfDir } from "../../test/helpers/env.ts";
 import { cpuProfileFlags } from "./lib/cpu-profile.ts";
 import { cpuSeconds, rssMb } from "./lib/proc-usage.ts";
 import { startRuntime, type RuntimeUnderTest } from "./lib/runtimes.ts";

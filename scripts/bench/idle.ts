@@ -16,14 +16,14 @@
  *            cri-dockerd writes no log itself (the CRI path is a symlink to
  *            Docker's file), so its figure is the floor: dockerd pays.
  *
- *   tsx scripts/bench-idle.ts [--counts 40,150] [--seconds 30] [--strace-seconds 60]
+ *   tsx scripts/bench/idle.ts [--counts 40,150] [--seconds 30] [--strace-seconds 60]
  *       [--log-rates 1,10] [--log-seconds 10] [--runtime node|deno] [--compare-cri-dockerd <binary>]
  *       [--compare-cridock <other tree's bin/cridock.js>] [--cpu-prof <dir>]
  *
  * --cpu-prof writes a V8 CPU profile of each cridock on Node into a
  * directory (one file per process, written when it stops).
  *
- * Needs the test environment (scripts/env-setup.sh), root, and strace for
+ * Needs the test environment (scripts/env/setup.sh), root, and strace for
  * the syscall figures (without it they print as "n/a").
  */
 import { spawnSync } from "node:child_process";
@@ -31,7 +31,7 @@ import { mkdtemp, open, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { BUSYBOX_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
+import { BUSYBOX_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { countSyscalls, cpuSeconds, rssMb, type SyscallCount } from "./lib/proc-usage.ts";
 import { runtimeName, startRuntime, type RuntimeKind, type RuntimeUnderTest } from "./lib/runtimes.ts";

@@ -45,17 +45,17 @@
  * --heapsnapshot-signal); each stalls cridock a second or more, so the
  * timings of such a run mean nothing.
  *
- *   npx tsx scripts/bench-kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
+ *   npx tsx scripts/bench/kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
  *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
  *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>] [--settle <seconds>] [--cridock-env KEY=VALUE]
  *
- * Needs what the e2e suite needs (root, scripts/env-setup.sh, scripts/install-kubelet.sh).
+ * Needs what the e2e suite needs (root, scripts/env/setup.sh, scripts/env/install-kubelet.sh).
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { KubeletEnv, sleep } from "../test/e2e/harness/kubelet-env.ts";
-import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../test/helpers/env.ts";
-import type { Samples } from "../test/helpers/metrics-scrape.ts";
+import { KubeletEnv, sleep } from "../../test/e2e/harness/kubelet-env.ts";
+import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../../test/helpers/env.ts";
+import type { Samples } from "../../test/helpers/metrics-scrape.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { residentSplit, rssMb, type ResidentSplit } from "./lib/proc-usage.ts";
 

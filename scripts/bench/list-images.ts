@@ -7,11 +7,11 @@
  * with a distinct label each) when dockerd holds fewer than 200, and removes
  * exactly those at the end.
  *
- * Usage: tsx scripts/bench-list-images.ts [--images 200] [--rounds 50]
+ * Usage: tsx scripts/bench/list-images.ts [--images 200] [--rounds 50]
  */
 import { request, Agent } from "node:http";
 import { parseArgs } from "node:util";
-import { startCridockProcess } from "../test/helpers/cridock-process.ts";
+import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
 
 const DOCKER_SOCKET = "/var/run/docker.sock";
 const BENCH_REPO = "cridock-bench/list";

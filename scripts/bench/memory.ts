@@ -7,14 +7,14 @@
  * Each is a fresh process on its own socket and root; the pods are removed
  * afterwards.
  *
- *   tsx scripts/bench-memory.ts [--pods 100] [--idle-seconds 5] [--compare <bin/cridock.js>] [--without-tsx]
+ *   tsx scripts/bench/memory.ts [--pods 100] [--idle-seconds 5] [--compare <bin/cridock.js>] [--without-tsx]
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { spawnSync } from "node:child_process";
-import { startCridockProcess, type CridockProcessOptions } from "../test/helpers/cridock-process.ts";
-import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
+import { startCridockProcess, type CridockProcessOptions } from "../../test/helpers/cridock-process.ts";
+import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
 import { residentSplit } from "./lib/proc-usage.ts";
 
 const { values } = parseArgs({

@@ -7,8 +7,8 @@
  * the arms (rotating their order); prints medians, ratios and the processes
  * each arm spawned per cycle (cridock's from its step timer's debug lines).
  *
- *   tsx scripts/bench-sandbox.ts [--rounds 15] [--compare <other tree's bin/cridock.js>]
- * (needs scripts/env-setup.sh; CRIDOCK_TEST_DOCKER_ENDPOINT picks the engine). --compare adds a second cridock, e.g. the
+ *   tsx scripts/bench/sandbox.ts [--rounds 15] [--compare <other tree's bin/cridock.js>]
+ * (needs scripts/env/setup.sh; CRIDOCK_TEST_DOCKER_ENDPOINT picks the engine). --compare adds a second cridock, e.g. the
  * main branch checked out elsewhere, measured in the same rounds.
  */
 import { mkdtemp, rm } from "node:fs/promises";
@@ -16,17 +16,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { spawnSync } from "node:child_process";
-import { DECODE_OPTIONS, criRoot } from "../src/cri/proto.ts";
-import { sandboxSpecFromCri } from "../src/cri/sandbox-rpcs.ts";
-import type { RunPodSandboxRequest } from "../src/cri/proto-types.ts";
-import { DockerClient } from "../src/docker/client.ts";
-import { sandboxCreateBody } from "../src/runtime/sandbox/docker.ts";
-import { silentLogger } from "../src/log.ts";
-import { findPlugin, loadNetworkConfig } from "../src/network/conf.ts";
-import { execPlugin, pluginEnv, pluginStdin, podCniArgs } from "../src/network/invoke.ts";
-import { startCridockProcess, type CridockProcess } from "../test/helpers/cridock-process.ts";
-import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
-import { median, spawnedPerOperation, stepBreakdown } from "./lib/bench-stats.ts";
+import { DECODE_OPTIONS, criRoot } from "../../src/cri/proto.ts";
+import { sandboxSpecFromCri } from "../../src/cri/sandbox-rpcs.ts";
+import type { RunPodSandboxRequest } from "../../src/cri/proto-types.ts";
+import { DockerClient } from "../../src/docker/client.ts";
+import { sandboxCreateBody } from "../../src/runtime/sandbox/docker.ts";
+import { silentLogger } from "../../src/log.ts";
+import { findPlugin, loadNetworkConfig } from "../../src/network/conf.ts";
+import { execPlugin, pluginEnv, pluginStdin, podCniArgs } from "../../src/network/invoke.ts";
+import { startCridockProcess, type CridockProcess } from "../../test/helpers/cridock-process.ts";
+import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
+import { median, spawnedPerOperation, stepBreakdown } from "./lib/stats.ts";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "15" }, compare: { type: "string" } } });
 const rounds = Number(values.rounds);

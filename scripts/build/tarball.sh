@@ -6,10 +6,10 @@
 # CNI network, a README with the install steps, and the bundled packages'
 # licences, in one folder cridock-<version>-linux-amd64/.
 #
-# Usage: scripts/build-tarball.sh      (npm run build:tarball)
+# Usage: scripts/build/tarball.sh      (npm run build:tarball)
 set -euo pipefail
 
-repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 die() { printf 'build-tarball: error: %s\n' "$*" >&2; exit 1; }
 
 version="$(sed -n 's/^export const CRIDOCK_VERSION = "\(.*\)";$/\1/p' "$repo_root/src/version.ts")"
@@ -18,7 +18,7 @@ binary="$repo_root/dist/cridock-linux-x64"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$repo_root" log -1 --format=%ct 2>/dev/null || date +%s)}"
 
 if [[ ! -x "$binary" ]] || [[ -n "$(find "$repo_root/src" "$repo_root/proto" "$repo_root/package-lock.json" -newer "$binary" -print -quit)" ]]; then
-  (cd "$repo_root" && node_modules/.bin/tsx scripts/build-binary.ts) || die "building $binary failed"
+  (cd "$repo_root" && node_modules/.bin/tsx scripts/build/binary.ts) || die "building $binary failed"
 fi
 
 name="cridock-$version-linux-amd64"

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Builds the images kubeadm deploys (scripts/images/kubernetes-images.ts) from
-# the binaries scripts/install-kubernetes.sh built, and pushes them to the
+# Builds the images kubeadm deploys (scripts/env/images/kubernetes-images.ts) from
+# the binaries scripts/env/install-kubernetes.sh built, and pushes them to the
 # test environment's TLS mirror under the names kubeadm asks for, so that
 # `kubeadm config images pull` works unchanged. Checks first that those names
-# are exactly what `kubeadm config images list` prints. Needs env-setup.sh
+# are exactly what `kubeadm config images list` prints. Needs env/setup.sh
 # (the mirror) and install-kubernetes.sh; idempotent (images are reproducible:
 # an unchanged binary is not pushed again).
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # The names this script and env-setup serve, as "registry.k8s.io/<name>:<tag>",
 # one a line, sorted. The pause image is the test catalog's (cridock's
 # default pause image, DEFAULT_PAUSE_IMAGE in test/helpers/env.ts), which
-# env-setup.sh pushes.
+# env/setup.sh pushes.
 catalog_names() {
   printf '%s\n' \
     "registry.k8s.io/kube-apiserver:$KUBERNETES_VERSION" \
@@ -39,7 +39,7 @@ main() {
     CRIDOCK_KUBERNETES_VERSION="$KUBERNETES_VERSION" CRIDOCK_ETCD_VERSION="$ETCD_VERSION" \
       CRIDOCK_COREDNS_VERSION="$COREDNS_VERSION" \
       CRIDOCK_KUBERNETES_BIN_DIR="$KUBERNETES_BIN_DIR" CRIDOCK_COREDNS_BIN_DIR="$COREDNS_BIN_DIR" \
-      node_modules/.bin/tsx scripts/images/build.ts --state-dir "$ENV_STATE_DIR" --set kubernetes) 2>>"$ENV_LOG_DIR/images.log" ||
+      node_modules/.bin/tsx scripts/env/images/build.ts --state-dir "$ENV_STATE_DIR" --set kubernetes) 2>>"$ENV_LOG_DIR/images.log" ||
     die "building the Kubernetes images failed; see $ENV_LOG_DIR/images.log"
 }
 

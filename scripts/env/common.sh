@@ -15,7 +15,7 @@ CRI_TOOLS_VERSION="v1.36.0"
 # install-cri-tools.sh checkpointctl builds it).
 CHECKPOINTCTL_VERSION="v1.4.0"
 # Kubernetes for the e2e suite, the kubelet bench and the kubeadm cluster
-# (scripts/install-kubernetes.sh builds them), and the etcd and CoreDNS that
+# (scripts/env/install-kubernetes.sh builds them), and the etcd and CoreDNS that
 # kubeadm $KUBERNETES_VERSION deploys (its constants.DefaultEtcdVersion and
 # CoreDNSVersion) with the pause image it expects (constants.PauseVersion).
 KUBERNETES_VERSION="${CRIDOCK_KUBERNETES_VERSION:-${CRIDOCK_KUBELET_VERSION:-v1.36.3}}"
@@ -27,14 +27,14 @@ KUBERNETES_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/bin"
 COREDNS_BIN_DIR="$CRIDOCK_TOOLS_DIR/coredns/$COREDNS_VERSION/bin"
 KUBERNETES_TEST_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/test-bin"
 
-# The current Docker Engine the tests also run on (scripts/install-docker-engine.sh
+# The current Docker Engine the tests also run on (scripts/env/install-docker-engine.sh
 # builds it): the moby/moby/v2 module tag, the engine release it is (moby's
 # releases/versions.yaml), and the runc that release pins (its Dockerfile).
 MOBY_MODULE_VERSION="v2.0.0-beta.24"
 DOCKER_ENGINE_VERSION="29.8.0"
 RUNC_VERSION="v1.5.1"
 DOCKER_ENGINE_BIN_DIR="$CRIDOCK_TOOLS_DIR/docker-engine/$DOCKER_ENGINE_VERSION-moby-$MOBY_MODULE_VERSION-runc-$RUNC_VERSION/bin"
-# The two setups of that engine that scripts/test-engines.sh runs beside the
+# The two setups of that engine that scripts/env/test-engines.sh runs beside the
 # node's dockerd (Debian's 20.10 on $DOCKER_SOCKET): the classic image store
 # and the containerd image store. Each has its own socket, data root, exec
 # root, pid file and bridge (interface names are at most 15 characters).
@@ -49,11 +49,11 @@ AUTH_REGISTRY_ADDR="127.0.0.1:5001"
 AUTH_REGISTRY_USER="cridock"
 AUTH_REGISTRY_FILE="$ENV_STATE_DIR/auth-registry.json"
 DOCKER_SOCKET="/var/run/docker.sock"
-# The registry hosts critest v1.36 pulls from by name; scripts/lib/env-mirror.sh
+# The registry hosts critest v1.36 pulls from by name; scripts/env/mirror.sh
 # serves them locally. Keep in step with MIRRORED_REGISTRIES in test/helpers/env.ts.
 MIRROR_HOSTS=(gcr.io registry.k8s.io k8s.gcr.io)
 # install_missing_packages records here every Debian package it installed
-# (dependencies too), one a line: what scripts/fresh-machine.sh purges.
+# (dependencies too), one a line: what scripts/env/fresh-machine.sh purges.
 ENV_INSTALLED_PACKAGES="$ENV_STATE_DIR/installed-packages"
 # run-cridock.sh records here the CNI config it installed, for teardown.
 DEFAULT_CNI_STAMP="$ENV_STATE_DIR/default-cni-installed"
@@ -83,12 +83,12 @@ ENV_PACKAGES=(
   dpkg-dev binutils lintian
   conntrack gcc libc6-dev
 )
-# What scripts/conformance-images.sh takes from the host: the tools agnhost
+# What scripts/env/conformance-images.sh takes from the host: the tools agnhost
 # and glibc-dns-testing carry (dig, nslookup, nc, iperf), as the kube-proxy
 # image takes iptables, and make and bzip2 for the upstream busybox build.
 CONFORMANCE_IMAGE_PACKAGES=(bind9-dnsutils netcat-openbsd iperf iproute2 curl procps util-linux make bzip2)
 
-# What scripts/vm-node.sh needs on the host to build and run the cgroup v2
+# What scripts/vm/node.sh needs on the host to build and run the cgroup v2
 # test node (a Debian VM; docs/testing.md, "The cgroup v2 node"), apart
 # from the rest: only the suites that name that node need them. qemu runs
 # it (TCG: no usable KVM is assumed) and qemu-img makes its disk and each
@@ -200,13 +200,13 @@ install_missing_packages() {
   local status=0 before
   before="$(installed_package_names)"
   {
-    # A background build (scripts/prebuild-tools.sh) may install packages
+    # A background build (scripts/env/prebuild-tools.sh) may install packages
     # while a suite does: wait for dpkg's lock rather than fail at once.
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q &&
       DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
   } </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 || status=$?
   ((ours)) && rm -f "$policy"
-  # What this install added, dependencies included, for scripts/fresh-machine.sh to purge.
+  # What this install added, dependencies included, for scripts/env/fresh-machine.sh to purge.
   mkdir -p "$ENV_STATE_DIR"
   comm -13 <(echo "$before") <(installed_package_names) >>"$ENV_INSTALLED_PACKAGES"
   ((status == 0)) || die "apt-get failed (exit $status); see $ENV_LOG_DIR/apt.log"
@@ -249,7 +249,7 @@ ensure_node_modules() {
 
 # tool_lock NAME: holds an exclusive lock named NAME in the tools cache until
 # the calling script exits. scripts/test.sh builds the tools in the
-# background while the first suites run (scripts/prebuild-tools.sh), and the
+# background while the first suites run (scripts/env/prebuild-tools.sh), and the
 # suites call the same install scripts when they need a tool: the second
 # caller waits for the first build to finish, then finds the tool in place,
 # instead of building into the same directory at once.

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Builds the images Kubernetes' e2e suites pull
-# (scripts/images/conformance-images.ts) from the programs
-# scripts/install-kubernetes-tests.sh built, from Debian binaries and from
+# (scripts/env/images/conformance-images.ts) from the programs
+# scripts/env/install-kubernetes-tests.sh built, from Debian binaries and from
 # upstream busybox built here, and pushes them to the test environment's TLS
-# mirror under their registry.k8s.io names. Needs env-setup.sh (the mirror),
+# mirror under their registry.k8s.io names. Needs env/setup.sh (the mirror),
 # install-kubernetes.sh (CoreDNS) and install-kubernetes-tests.sh;
 # idempotent (images are reproducible: an unchanged image is not pushed
 # again).
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # busybox as upstream releases it, for the busybox:1.37.0-1 image. Debian's
 # busybox reverts upstream's ash change that keeps environment entries whose
@@ -78,7 +78,7 @@ main() {
   (cd "$CRIDOCK_REPO_ROOT" &&
     CRIDOCK_KUBERNETES_TEST_BIN_DIR="$KUBERNETES_TEST_BIN_DIR" CRIDOCK_KUBERNETES_SOURCE_DIR="$source" \
       CRIDOCK_COREDNS_BIN_DIR="$COREDNS_BIN_DIR" CRIDOCK_UPSTREAM_BUSYBOX="$UPSTREAM_BUSYBOX" \
-      node_modules/.bin/tsx scripts/images/build.ts --state-dir "$ENV_STATE_DIR" --set conformance) 2>>"$ENV_LOG_DIR/images.log" ||
+      node_modules/.bin/tsx scripts/env/images/build.ts --state-dir "$ENV_STATE_DIR" --set conformance) 2>>"$ENV_LOG_DIR/images.log" ||
     die "building the conformance images failed; see $ENV_LOG_DIR/images.log"
 }
 

@@ -22,8 +22,8 @@
 # Usage: fresh-machine.sh --yes   (it deletes caches that take most of an hour to rebuild)
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # purge_packages PACKAGE...: those of them still installed.
 purge_packages() {

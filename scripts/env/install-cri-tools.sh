@@ -22,8 +22,8 @@
 # scratch copy of it works with Go's default settings.
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 BIN_DIR="$CRIDOCK_TOOLS_DIR/bin"
 # One stamp per tool; the single stamp of earlier versions of this script

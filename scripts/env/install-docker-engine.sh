@@ -17,8 +17,8 @@
 # Prints the bin directory on stdout.
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 build_engine() {
   local go="$1" out="$2" scratch pkg="github.com/moby/moby/v2" ldflags
@@ -60,7 +60,7 @@ main() {
   tool_lock docker-engine
   if [[ ! -x "$DOCKER_ENGINE_BIN_DIR/dockerd" || ! -x "$DOCKER_ENGINE_BIN_DIR/docker-proxy" || ! -x "$DOCKER_ENGINE_BIN_DIR/runc" ]]; then
     dpkg-query -W -f='${Status}' libseccomp-dev 2>/dev/null | grep -q "install ok installed" ||
-      die "libseccomp-dev is missing (scripts/env-setup.sh installs it)"
+      die "libseccomp-dev is missing (scripts/env/setup.sh installs it)"
     build_engine "$(find_go "building Docker Engine $DOCKER_ENGINE_VERSION")" "$DOCKER_ENGINE_BIN_DIR"
   fi
   echo "$DOCKER_ENGINE_BIN_DIR"

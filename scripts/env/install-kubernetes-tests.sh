@@ -10,10 +10,10 @@
 #   agnhost, nonewprivs, sample-apiserver
 #                  the Go programs of the suites' test images (test/images/agnhost,
 #                  test/images/nonewprivs, k8s.io/sample-apiserver), which
-#                  scripts/conformance-images.sh puts in those images
+#                  scripts/env/conformance-images.sh puts in those images
 #
 # They build in the scratch module install-kubernetes.sh uses for the control
-# plane (scripts/lib/kubernetes-module.sh), with the same version ldflags, so
+# plane (scripts/env/kubernetes-module.sh), with the same version ldflags, so
 # that the suites and the binaries they test agree on every shared package.
 # `go get -t` adds what the two test packages import to that module's graph.
 # Linking e2e.test takes several GB of memory, so this is opt-in
@@ -24,10 +24,10 @@
 # Usage: install-kubernetes-tests.sh     build what is missing (quiet when nothing is)
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
-# shellcheck source=scripts/lib/kubernetes-module.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/kubernetes-module.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source=scripts/env/kubernetes-module.sh
+source "$(dirname "${BASH_SOURCE[0]}")/kubernetes-module.sh"
 
 TEST_BINARIES=(e2e.test e2e_node.test ginkgo agnhost nonewprivs sample-apiserver)
 TEST_PACKAGES=("$MODULE/test/e2e" "$MODULE/test/e2e_node")

@@ -25,14 +25,14 @@
 #
 # Usage: install-kubernetes.sh [--with-tests]
 #   build what is missing (quiet when nothing is); --with-tests also builds
-#   the conformance suites' binaries (scripts/install-kubernetes-tests.sh),
+#   the conformance suites' binaries (scripts/env/install-kubernetes-tests.sh),
 #   which CI's run does not need.
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
-# shellcheck source=scripts/lib/kubernetes-module.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/kubernetes-module.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source=scripts/env/kubernetes-module.sh
+source "$(dirname "${BASH_SOURCE[0]}")/kubernetes-module.sh"
 
 COMMANDS=(kubeadm kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kubelet)
 ETCD_PACKAGE="go.etcd.io/etcd/server/v3"

@@ -1,7 +1,7 @@
 # Shared by install-kubernetes.sh and install-kubernetes-tests.sh (sourced,
 # not run): the scratch module that requires k8s.io/kubernetes with each of
 # its staging modules replaced by the published module, and the version
-# ldflags upstream's hack/lib/version.sh sets. Needs env-common.sh first.
+# ldflags upstream's hack/lib/version.sh sets. Needs env/common.sh first.
 
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # constants for the scripts that source this file

@@ -1,5 +1,5 @@
-# The mirror registry (sourced by env-setup.sh and env-teardown.sh, after
-# env-common.sh): critest v1.36 pulls images by their upstream names
+# The mirror registry (sourced by env/setup.sh and env-teardown.sh, after
+# env/common.sh): critest v1.36 pulls images by their upstream names
 # (gcr.io/k8s-staging-cri-tools/..., registry.k8s.io/..., k8s.gcr.io/...), and
 # only package registries are reachable here. So a Debian docker-registry
 # serves those names over TLS on 127.0.0.1:443, /etc/hosts points the

@@ -7,7 +7,7 @@
 #
 # Each step is one of the install scripts the suites call themselves
 # anyway, and each of those holds the tool's lock in the tools cache
-# (tool_lock in scripts/lib/env-common.sh) while it builds. A suite that
+# (tool_lock in scripts/env/common.sh) while it builds. A suite that
 # needs a tool this script is still building waits for it, then finds it in
 # place; a step that failed here is simply built again by the suite, which
 # reports the failure as its own. So this script's outcome decides nothing:
@@ -23,26 +23,27 @@
 #   kubernetes-tests    e2e.test, e2e_node.test and the test images' programs
 #   conformance-images  the images those suites pull (needs the two above)
 #   cluster-images      the images kubeadm deploys (needs kubernetes)
-#   vm-image            the cgroup v2 node's disk image (vm-node.sh image),
+#   vm-image            the cgroup v2 node's disk image (vm/node.sh image),
 #                       started where it stands in the list and run beside
 #                       the steps after it
 set -uo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 scripts_dir="$CRIDOCK_REPO_ROOT/scripts"
+env_dir="$scripts_dir/env"
 
 run_step() {
   case "$1" in
     packages) install_missing_packages "${CONFORMANCE_IMAGE_PACKAGES[@]}" ;;
-    cri-tools) bash "$scripts_dir/install-cri-tools.sh" ;;
-    docker-engine) bash "$scripts_dir/install-docker-engine.sh" >/dev/null ;;
-    kubernetes) bash "$scripts_dir/install-kubernetes.sh" ;;
-    kubernetes-tests) bash "$scripts_dir/install-kubernetes-tests.sh" ;;
-    conformance-images) bash "$scripts_dir/conformance-images.sh" ;;
-    cluster-images) bash "$scripts_dir/cluster-images.sh" ;;
-    vm-image) bash "$scripts_dir/vm-node.sh" image >/dev/null ;;
+    cri-tools) bash "$env_dir/install-cri-tools.sh" ;;
+    docker-engine) bash "$env_dir/install-docker-engine.sh" >/dev/null ;;
+    kubernetes) bash "$env_dir/install-kubernetes.sh" ;;
+    kubernetes-tests) bash "$env_dir/install-kubernetes-tests.sh" ;;
+    conformance-images) bash "$env_dir/conformance-images.sh" ;;
+    cluster-images) bash "$env_dir/cluster-images.sh" ;;
+    vm-image) bash "$scripts_dir/vm/node.sh" image >/dev/null ;;
     *) log "prebuild: unknown step '$1'"; return 2 ;;
   esac
 }

@@ -3,12 +3,12 @@
 # installs the Debian packages it lacks, starts dockerd when none answers,
 # starts two local registries (plain on 127.0.0.1:5000, basic auth on
 # 127.0.0.1:5001) and the TLS mirror that serves critest's images under their
-# upstream names (scripts/lib/env-mirror.sh), and builds, loads and pushes
+# upstream names (scripts/env/mirror.sh), and builds, loads and pushes
 # the test images.
 #
 # With --with-test-engines it also builds (once, cached) and starts the
 # Docker Engine 29 setups the test suite runs on beside the node's dockerd
-# (scripts/test-engines.sh); run-cridock.sh does not ask for them, and
+# (scripts/env/test-engines.sh); run-cridock.sh does not ask for them, and
 # scripts/test.sh starts them itself once their build, which it runs in the
 # background, is done.
 #
@@ -18,10 +18,10 @@
 # started to /run/cridock-env; scripts/env-teardown.sh stops those.
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
-# shellcheck source=scripts/lib/env-mirror.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-mirror.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source=scripts/env/mirror.sh
+source "$(dirname "${BASH_SOURCE[0]}")/mirror.sh"
 
 # registry_answers ADDR: any HTTP answer on /v2/ (the auth registry says 401).
 registry_answers() {
@@ -83,8 +83,8 @@ unpack_deb() {
 
 # Debian's dynamically linked busybox (it conflicts with busybox-static, so
 # it is only unpacked) for the images whose shell must search PATH for every
-# command (see SHELL_BUSYBOX in scripts/images/rootfs.ts), and Debian's nginx
-# for the nginx images critest runs (see scripts/images/critest-images.ts).
+# command (see SHELL_BUSYBOX in scripts/env/images/rootfs.ts), and Debian's nginx
+# for the nginx images critest runs (see scripts/env/images/critest-images.ts).
 ensure_unpacked_packages() {
   unpack_deb busybox "$ENV_STATE_DIR/busybox-deb" bin/busybox
   unpack_deb nginx "$ENV_STATE_DIR/nginx-deb" usr/sbin/nginx
@@ -92,7 +92,7 @@ ensure_unpacked_packages() {
 
 build_test_images() {
   (cd "$CRIDOCK_REPO_ROOT" && CRIDOCK_TEST_DOCKER_ENDPOINT="unix://$DOCKER_SOCKET" \
-    node_modules/.bin/tsx scripts/images/build.ts --state-dir "$ENV_STATE_DIR") 2>>"$ENV_LOG_DIR/images.log" ||
+    node_modules/.bin/tsx scripts/env/images/build.ts --state-dir "$ENV_STATE_DIR") 2>>"$ENV_LOG_DIR/images.log" ||
     die "building the test images failed; see $ENV_LOG_DIR/images.log"
 }
 
@@ -101,7 +101,7 @@ main() {
   case "${1:-}" in
     "") ;;
     --with-test-engines) engines=1 ;;
-    *) die "usage: env-setup.sh [--with-test-engines]" ;;
+    *) die "usage: env/setup.sh [--with-test-engines]" ;;
   esac
   require_root
   mkdir -p "$ENV_STATE_DIR" "$ENV_LOG_DIR" "$ENV_RUN_DIR"
@@ -120,7 +120,7 @@ main() {
   ensure_unpacked_packages
   build_test_images
   if ((engines)); then
-    bash "$CRIDOCK_REPO_ROOT/scripts/test-engines.sh" start
+    bash "$CRIDOCK_REPO_ROOT/scripts/env/test-engines.sh" start
   fi
 }
 

@@ -2,7 +2,7 @@
 # Starts (or stops) the Docker Engine 29 setups the tests run on beside the
 # node's own dockerd: "docker29" with the classic image store and
 # "docker29-containerd" with the containerd image store. Both use the
-# binaries scripts/install-docker-engine.sh builds and Debian's containerd
+# binaries scripts/env/install-docker-engine.sh builds and Debian's containerd
 # as their managed containerd.
 #
 # Each engine has its own socket, data root, exec root, pid file, bridge and
@@ -11,18 +11,18 @@
 # (and never --bridge=none, which deletes docker0). Pods get their network
 # from CNI; Docker's bridge only serves cridock's no-op network mode.
 #
-# start writes the CDI test device's spec (scripts/lib/env-cdi.sh) before the
-# engines start (stop removes it) and loads the test images (scripts/images/)
+# start writes the CDI test device's spec (scripts/env/cdi.sh) before the
+# engines start (stop removes it) and loads the test images (scripts/env/images/)
 # into each engine; the registries on 127.0.0.1:5000/5001 are reachable from them as insecure
 # registries, as dockerd treats 127.0.0.0/8 by default.
 #
-# Usage: test-engines.sh start|stop
+# Usage: env/test-engines.sh start|stop
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
-# shellcheck source=scripts/lib/env-cdi.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-cdi.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# shellcheck source=scripts/env/cdi.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cdi.sh"
 
 engine_answers() {
   local socket
@@ -64,7 +64,7 @@ start_engine() {
 load_images() {
   local name="$1"
   (cd "$CRIDOCK_REPO_ROOT" && CRIDOCK_TEST_DOCKER_ENDPOINT="$(test_engine_endpoint "$name")" \
-    node_modules/.bin/tsx scripts/images/build.ts --state-dir "$ENV_STATE_DIR" --load-only) 2>>"$ENV_LOG_DIR/images.log" ||
+    node_modules/.bin/tsx scripts/env/images/build.ts --state-dir "$ENV_STATE_DIR" --load-only) 2>>"$ENV_LOG_DIR/images.log" ||
     die "loading the test images into $name failed; see $ENV_LOG_DIR/images.log"
 }
 
@@ -94,7 +94,7 @@ main() {
   local name bin
   case "${1:-}" in
     start)
-      bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/install-docker-engine.sh")"
+      bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/env/install-docker-engine.sh")"
       ensure_cdi_test_device
       for name in "${TEST_ENGINES[@]}"; do
         start_engine "$name" "$bin"
@@ -105,7 +105,7 @@ main() {
       for name in "${TEST_ENGINES[@]}"; do stop_engine "$name"; done
       remove_cdi_test_device
       ;;
-    *) die "usage: test-engines.sh start|stop" ;;
+    *) die "usage: env/test-engines.sh start|stop" ;;
   esac
 }
 

@@ -1,5 +1,5 @@
 # The single-node kubeadm cluster of scripts/cluster.sh (sourced after
-# env-common.sh): where its parts live and the addresses it takes.
+# env/common.sh): where its parts live and the addresses it takes.
 #
 # It runs beside the test environment and beside the standalone kubelet
 # suite (test/e2e), so nothing here is shared with them:

@@ -61,7 +61,7 @@ NODE2_CREATED_STAMP="$NODE2_STATE_DIR/created"
 # A comment on every iptables rule node2_up adds to the host, for down.
 NODE2_RULE_COMMENT="cridock cluster node 2"
 
-# shellcheck source=scripts/lib/cluster-node2-ns.sh
+# shellcheck source=scripts/k8s/cluster-node2-ns.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cluster-node2-ns.sh"
 
 # A command prefix that runs what follows in the second node's network and
@@ -107,7 +107,7 @@ node2_make_dir() {
 
 node2_start_dockerd() {
   local bin
-  bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/install-docker-engine.sh")"
+  bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/env/install-docker-engine.sh")"
   node2_docker_answers && return 0
   mkdir -p "$NODE2_STATE_DIR/docker"
   log "starting node 2's dockerd (Engine $DOCKER_ENGINE_VERSION) on $NODE2_DOCKER_SOCKET"

@@ -1,5 +1,5 @@
 # The e2e suite's command line against the kubeadm cluster (sourced by
-# scripts/k8s-conformance.sh after env-common.sh and cluster-common.sh).
+# scripts/k8s-conformance.sh after env/common.sh and cluster-common.sh).
 
 # shellcheck shell=bash
 

@@ -1,5 +1,5 @@
 # The node conformance suite's own setup (sourced by scripts/k8s-conformance.sh
-# after env-common.sh): a private dockerd (the Engine 29 build) and a private
+# after env/common.sh): a private dockerd (the Engine 29 build) and a private
 # cridock on it, both in a /docker-daemon cgroup, for e2e_node.test to run its
 # kubelet against.
 #
@@ -10,7 +10,7 @@
 # kubeletCgroups /kubelet, and expects the runtime's processes in that cgroup
 # (the Summary API spec reads its stats).
 #
-# It takes, beside the cluster (scripts/lib/cluster-common.sh) and the test
+# It takes, beside the cluster (scripts/k8s/cluster-common.sh) and the test
 # suites: kubelet's fixed /var/lib/kubelet and ports 10250, 10255 and 10248
 # (so never while the cluster is up), bridges cridock-ne0 (dockerd's) and
 # cridock-ne1 (pods'), the pod subnet 10.114.0.0/24.
@@ -85,7 +85,7 @@ node_kubelet_bin_dir() {
   done
   {
     echo '#!/usr/bin/env bash'
-    echo "# kubelet of the node conformance suite, started in /$NODE_SUITE_KUBELET_CGROUP (scripts/lib/conformance-node.sh)."
+    echo "# kubelet of the node conformance suite, started in /$NODE_SUITE_KUBELET_CGROUP (scripts/k8s/conformance-node.sh)."
     echo "$(declare -f node_cgroup_dirs in_cgroup)"
     echo "in_cgroup $NODE_SUITE_KUBELET_CGROUP $(printf '%q' "$KUBERNETES_BIN_DIR/kubelet") \"\$@\""
   } >"$dir/kubelet"
@@ -109,7 +109,7 @@ remove_runtime_cgroups() {
 
 start_node_dockerd() {
   local bin
-  bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/install-docker-engine.sh")"
+  bin="$(bash "$CRIDOCK_REPO_ROOT/scripts/env/install-docker-engine.sh")"
   mkdir -p "$NODE_SUITE_RUN_DIR" "$NODE_SUITE_STATE_DIR/docker"
   ip link show "$NODE_SUITE_DOCKER_BRIDGE" >/dev/null 2>&1 || ip link add "$NODE_SUITE_DOCKER_BRIDGE" type bridge
   log "starting the node suite's dockerd (Engine $DOCKER_ENGINE_VERSION) on $NODE_SUITE_DOCKER_SOCKET in /$NODE_SUITE_CGROUP"

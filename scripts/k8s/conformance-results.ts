@@ -11,7 +11,7 @@
  * with no failure message and no run time) are counted as not run, apart
  * from those that skipped themselves.
  *
- * Usage: tsx scripts/conformance-results.ts REPORT.json OUT_DIR
+ * Usage: tsx scripts/k8s/conformance-results.ts REPORT.json OUT_DIR
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -83,7 +83,7 @@ export function countOutcomes(results: SpecResult[]): Record<SpecOutcome, number
 
 function main(): void {
   const [reportPath, outDir] = process.argv.slice(2);
-  if (!reportPath || !outDir) throw new Error("usage: tsx scripts/conformance-results.ts REPORT.json OUT_DIR");
+  if (!reportPath || !outDir) throw new Error("usage: tsx scripts/k8s/conformance-results.ts REPORT.json OUT_DIR");
   let reports: SuiteReport[];
   try {
     reports = JSON.parse(readFileSync(reportPath, "utf8")) as SuiteReport[];

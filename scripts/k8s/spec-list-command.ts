@@ -1,20 +1,20 @@
 /**
- * A fixed list of e2e specs (scripts/lib/spec-list.ts) for
+ * A fixed list of e2e specs (scripts/k8s/spec-list.ts) for
  * scripts/k8s-conformance.sh and scripts/test.sh:
  *
  *   focus LIST                  prints the ginkgo --focus regex of the listed specs
  *   count LIST REPORT.json OUT  writes the run's counts against the list as JSON
  *                               ({passed, failed, skipped, failures}, what
- *                               scripts/test-summary.ts --counts reads)
+ *                               scripts/suite/summary.ts --counts reads)
  *                               and prints them in one line
  *
- * Usage: tsx scripts/k8s-spec-list.ts focus LIST | count LIST REPORT.json OUT.json
+ * Usage: tsx scripts/k8s/spec-list-command.ts focus LIST | count LIST REPORT.json OUT.json
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { specResults, type SuiteReport } from "./conformance-results.ts";
-import { countAgainstList, focusRegex, parseSpecList } from "./lib/spec-list.ts";
+import { countAgainstList, focusRegex, parseSpecList } from "./spec-list.ts";
 
 function readList(file: string): string[] {
   return parseSpecList(readFileSync(file, "utf8"), file);
@@ -40,7 +40,7 @@ function main(argv: string[]): void {
     writeFileSync(out, JSON.stringify(counts) + "\n");
     console.log(`${counts.passed} passed, ${counts.failed} failed, ${counts.skipped} skipped (of the list ${list})`);
   } else {
-    throw new Error("usage: tsx scripts/k8s-spec-list.ts focus LIST | count LIST REPORT.json OUT.json");
+    throw new Error("usage: tsx scripts/k8s/spec-list-command.ts focus LIST | count LIST REPORT.json OUT.json");
   }
 }
 

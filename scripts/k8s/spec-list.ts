@@ -1,13 +1,13 @@
 /**
  * A fixed list of ginkgo specs, named in full (container texts and leaf
  * text joined by spaces, as ginkgo's --focus matches them and as
- * scripts/conformance-results.ts names them): the focus regex that runs
+ * scripts/k8s/conformance-results.ts names them): the focus regex that runs
  * exactly those specs, and the counts of one run against the list, where a
  * listed spec that did not run (renamed upstream, or the suite died before
  * it) is a failure, never silently nothing.
  */
-import type { SpecResult } from "../conformance-results.ts";
-import type { TapCounts } from "./tap-count.ts";
+import type { SpecResult } from "./conformance-results.ts";
+import type { TapCounts } from "../suite/tap-count.ts";
 
 /** The spec names of a list file: one a line; blank lines and lines starting with # are ignored. */
 export function parseSpecList(text: string, source: string): string[] {

@@ -5,12 +5,12 @@
  * "suite@engine" by scripts/test.sh), and last a line exactly
  * "N passed, N failed" over all of them. Exits 1 if anything failed.
  *
- * Usage: tsx scripts/test-summary.ts [--tap NAME=FILE]... [--counts NAME=FILE]...
+ * Usage: tsx scripts/suite/summary.ts [--tap NAME=FILE]... [--counts NAME=FILE]...
  *          [--exit-status NAME=CODE]... [--failed NAME=REASON]... [--skipped NAME=REASON]...
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { countTap, type TapCounts } from "./lib/tap-count.ts";
+import { countTap, type TapCounts } from "./tap-count.ts";
 
 function split(option: string, value: string): [string, string] {
   const eq = value.indexOf("=");

@@ -8,25 +8,25 @@
 # registry (VM_HOST_ADDR below), so what it needs is in its image, copied
 # in, or pulled from that registry.
 #
-#   vm-node.sh image             builds the disk image, kernel and initrd
+#   vm/node.sh image             builds the disk image, kernel and initrd
 #                                unless the tools cache holds them for the
 #                                same inputs (about 15 minutes when it builds)
-#   vm-node.sh start NAME        a copy-on-write overlay of the image, booted;
+#   vm/node.sh start NAME        a copy-on-write overlay of the image, booted;
 #                                returns once ssh answers (bounded wait)
-#   vm-node.sh ssh NAME [CMD...] runs CMD as root in the guest (its shell
+#   vm/node.sh ssh NAME [CMD...] runs CMD as root in the guest (its shell
 #                                reads CMD, as with ssh); exits with CMD's status
-#   vm-node.sh copy NAME SRC DST copies the host file or directory SRC to the
+#   vm/node.sh copy NAME SRC DST copies the host file or directory SRC to the
 #                                guest path DST (a file or a directory made
 #                                there), through a read-only 9p share
-#   vm-node.sh reboot NAME [--crash]
+#   vm/node.sh reboot NAME [--crash]
 #                                reboots the guest on the same overlay and
 #                                waits for its ssh: `systemctl reboot`, or with
 #                                --crash sysrq's immediate reboot (no sync, no
 #                                unmount, no unit stopped: a power loss as the
 #                                guest sees it)
-#   vm-node.sh stop NAME|--all   powers the guest off (killed after a bounded
+#   vm/node.sh stop NAME|--all   powers the guest off (killed after a bounded
 #                                wait) and removes its overlay
-#   vm-node.sh status            the image, and each VM with its pid, port and
+#   vm/node.sh status            the image, and each VM with its pid, port and
 #                                whether ssh answers
 #
 # NAME is [a-z0-9-], up to 32 characters. Environment:
@@ -45,8 +45,8 @@
 # vm-NAME.log for qemu, vm-NAME-console.log for the guest's serial console).
 set -euo pipefail
 
-# shellcheck source=scripts/lib/env-common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/env-common.sh"
+# shellcheck source=scripts/env/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../env/common.sh"
 
 VM_CACHE_DIR="$CRIDOCK_TOOLS_DIR/vm-node"
 VM_SSH_KEY="$VM_CACHE_DIR/ssh/id_ed25519"
@@ -207,7 +207,7 @@ configure_guest() {
 }
 
 # install_guest_packages ROOTFS (run in a private mount namespace, by
-# `vm-node.sh _chroot-install`): apt-get install in the chroot, with /proc,
+# `vm/node.sh _chroot-install`): apt-get install in the chroot, with /proc,
 # /sys and /dev for the packages' scripts and apt's archive cache kept in
 # the tools cache for the next build. The mounts go with the namespace.
 install_guest_packages() {
@@ -465,7 +465,7 @@ wait_for_ssh() {
   while ! ssh_answers "$name"; do
     pid_of "$pid_name" >/dev/null || die "VM $name stopped while booting; see $ENV_LOG_DIR/vm-$name-console.log and vm-$name.log"
     if ((SECONDS - started >= VM_BOOT_TIMEOUT)); then
-      die "VM $name: no ssh after ${VM_BOOT_TIMEOUT}s (it is left running: vm-node.sh stop $name); see $ENV_LOG_DIR/vm-$name-console.log"
+      die "VM $name: no ssh after ${VM_BOOT_TIMEOUT}s (it is left running: vm/node.sh stop $name); see $ENV_LOG_DIR/vm-$name-console.log"
     fi
     if ((SECONDS - started >= next)); then
       line="$(sed -e 's/\x1b\[[0-9;]*m//g' -e 's/\r//g' "$ENV_LOG_DIR/vm-$name-console.log" | grep -v '^[[:space:]]*$' | tail -n1 | cut -c1-100)"

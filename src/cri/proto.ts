@@ -11,7 +11,7 @@ import protobuf from "protobufjs";
 import type { MethodDefinition, ServiceDefinition } from "@grpc/grpc-js";
 
 /**
- * The proto's text, embedded by scripts/build.ts in the bundle and the
+ * The proto's text, embedded by scripts/build/bundle.ts in the bundle and the
  * self-contained executable, which must not depend on a file beside them
  * (the executable has no package folder at all). Undefined when running the
  * sources, which read the file.

@@ -2,7 +2,7 @@
 // name from another pod, a pod reaching its own Service (hairpin), a
 // NodePort reached from the host, the API server reached from a pod
 // as kubernetes.default with the pod's service-account token, and traffic to
-// a ClusterIP port no Service serves refused (scripts/lib/cluster-common.sh,
+// a ClusterIP port no Service serves refused (scripts/k8s/cluster-common.sh,
 // add_service_reject) rather than sent out by the default route.
 import dgram from "node:dgram";
 import t from "tap";

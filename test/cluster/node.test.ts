@@ -78,7 +78,7 @@ function inCidr(ip: string, cidr: string): boolean {
 }
 
 t.test("pod IPs come from the node's pod CIDR, which kubelet passed to cridock", async (t) => {
-  // scripts/lib/cluster-config.sh: the config names no range, so the range can only be kubelet's.
+  // scripts/k8s/cluster-config.sh: the config names no range, so the range can only be kubelet's.
   const conflist = JSON.parse(await readFile("/var/lib/cridock-cluster/cni/net.d/10-cluster.conflist", "utf8"));
   const bridge = conflist.plugins.find((p: any) => p.type === "bridge");
   t.same(bridge.capabilities, { ipRanges: true }, "the bridge plugin takes ipRanges");

@@ -1,5 +1,5 @@
 // The two-node cluster of `scripts/cluster.sh up --nodes 2`: the second node
-// (scripts/lib/cluster-node2.sh) runs its own dockerd, cridock and kubelet in
+// (scripts/k8s/cluster-node2.sh) runs its own dockerd, cridock and kubelet in
 // namespaces of its own. Pods on the two nodes reach each other without NAT,
 // a pod on node 2 reaches a Service whose backend is on node 1 and resolves
 // names through CoreDNS (which runs on node 1), and a DaemonSet runs a pod on
@@ -13,7 +13,7 @@ import t from "tap";
 import { apply, crictl, getJson, kubectl, kubectlOk, run, testNamespace, unservedPortRefused, waitFor, waitPodReady, DNS_DOMAIN, NODE_NAME } from "./harness/cluster.ts";
 import { BUSYBOX_IMAGE, CRICTL, CURL_IMAGE, HTTPD_IMAGE } from "../helpers/env.ts";
 
-/** scripts/lib/cluster-node2.sh: NODE2_NAME, NODE2_CRI_SOCKET, NODE2_DOCKER_SOCKET, NODE2_CGROUP_ROOT. */
+/** scripts/k8s/cluster-node2.sh: NODE2_NAME, NODE2_CRI_SOCKET, NODE2_DOCKER_SOCKET, NODE2_CGROUP_ROOT. */
 const NODE2_NAME = `${NODE_NAME}-2`;
 const NODE2_CRI_ENDPOINT = "unix:///run/cridock-node2/cridock.sock";
 const NODE2_DOCKER_ENDPOINT = "unix:///run/cridock-node2/docker.sock";

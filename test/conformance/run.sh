@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs critest against a fresh cridock child process (see run.ts). Needs the
-# environment from scripts/env-setup.sh and critest from
-# scripts/install-cri-tools.sh. Arguments are passed on to critest, e.g.
+# environment from scripts/env/setup.sh and critest from
+# scripts/env/install-cri-tools.sh. Arguments are passed on to critest, e.g.
 #   bash test/conformance/run.sh -ginkgo.focus='Runtime info' -ginkgo.v
 # (a -ginkgo.focus given here replaces the focus files).
 set -euo pipefail

@@ -4,7 +4,7 @@
  * pause image and a throwaway CNI configuration; critest gets the focus and
  * skip lists of this directory and any extra flags given. critest pulls its
  * own images by their upstream names, which the test environment's mirror
- * registry serves (scripts/lib/env-mirror.sh). Prints a summary line and,
+ * registry serves (scripts/env/mirror.sh). Prints a summary line and,
  * with --result-json, writes the counts for scripts/test.sh.
  *
  * Usage: tsx test/conformance/run.ts [--result-json FILE] [--timeout SECONDS] [--runtime node|deno] [-- extra critest flags]
@@ -111,7 +111,7 @@ function runCritest(args: string[], cwd: string, timeoutSeconds: number): Promis
     }, timeoutSeconds * 1000);
     child.once("error", (err) => {
       clearTimeout(timer);
-      reject(new Error(`cannot run ${CRITEST} (scripts/install-cri-tools.sh builds it): ${err.message}`));
+      reject(new Error(`cannot run ${CRITEST} (scripts/env/install-cri-tools.sh builds it): ${err.message}`));
     });
     child.once("exit", (code) => {
       clearTimeout(timer);

@@ -5,8 +5,8 @@
  * checkpoint archive itself (its members sit at the layer's root).
  */
 import { readFile } from "node:fs/promises";
-import { imageConfig, writeDockerArchive } from "../../scripts/images/docker-archive.ts";
-import { layerOfTar } from "../../scripts/images/layer.ts";
+import { imageConfig, writeDockerArchive } from "../../scripts/env/images/docker-archive.ts";
+import { layerOfTar } from "../../scripts/env/images/layer.ts";
 
 /**
  * Writes a `docker load` tarball at `dest` of an image with nothing to run

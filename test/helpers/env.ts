@@ -1,5 +1,5 @@
 /**
- * The test environment's contract: what scripts/env-setup.sh provides and
+ * The test environment's contract: what scripts/env/setup.sh provides and
  * tests rely on. Registry addresses, test image names, the auth registry's
  * credentials, and a throwaway CNI configuration directory. Scripts import
  * the names from here too, so there is one place to change them.
@@ -28,7 +28,7 @@ export const REGISTRY = "127.0.0.1:5000";
 /** Registry that requires basic auth (user `cridock`, see authRegistry()). */
 export const AUTH_REGISTRY = "127.0.0.1:5001";
 
-/** Image pushed to REGISTRY and tagged locally as DEFAULT_PAUSE_IMAGE: a static pause (scripts/images/pause.ts) that exits 0 at once on SIGTERM/SIGINT and reaps orphans. */
+/** Image pushed to REGISTRY and tagged locally as DEFAULT_PAUSE_IMAGE: a static pause (scripts/env/images/pause.ts) that exits 0 at once on SIGTERM/SIGINT and reaps orphans. */
 export const PAUSE_IMAGE = `${REGISTRY}/cridock-test/pause:3.10`;
 /**
  * cridock's default --pod-infra-container-image, the pause image kubeadm v1.36
@@ -51,9 +51,9 @@ export const AUTH_BUSYBOX_IMAGE = `${AUTH_REGISTRY}/cridock-test/busybox:1.36`;
 
 /**
  * Registry hosts whose images critest v1.36 pulls by name. env-setup serves
- * them from a local TLS registry (scripts/lib/env-mirror.sh: /etc/hosts
+ * them from a local TLS registry (scripts/env/mirror.sh: /etc/hosts
  * entries, a CA in /etc/docker/certs.d/<host>/ca.crt); keep in step with
- * MIRROR_HOSTS in scripts/lib/env-common.sh.
+ * MIRROR_HOSTS in scripts/env/common.sh.
  */
 export const MIRRORED_REGISTRIES = ["gcr.io", "registry.k8s.io", "k8s.gcr.io"] as const;
 
@@ -72,9 +72,9 @@ export const TEST_CNI_SUBNET = "10.89.0.0/16";
 
 /** The tools cache of the install scripts (CRIDOCK_TOOLS_DIR overrides, as for them). */
 const TOOLS_DIR = process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools";
-/** Where scripts/install-cri-tools.sh puts crictl and critest. */
+/** Where scripts/env/install-cri-tools.sh puts crictl and critest. */
 export const CRI_TOOLS_BIN_DIR = join(TOOLS_DIR, "bin");
-/** The Kubernetes release scripts/install-kubernetes.sh builds (KUBERNETES_VERSION in scripts/lib/env-common.sh), and where. */
+/** The Kubernetes release scripts/env/install-kubernetes.sh builds (KUBERNETES_VERSION in scripts/env/common.sh), and where. */
 export const KUBERNETES_VERSION = process.env.CRIDOCK_KUBERNETES_VERSION ?? "v1.36.3";
 export const KUBERNETES_BIN_DIR = join(TOOLS_DIR, "kubernetes", KUBERNETES_VERSION, "bin");
 export const CRICTL = join(CRI_TOOLS_BIN_DIR, "crictl");
@@ -92,7 +92,7 @@ export async function authRegistry(): Promise<RegistryCredentials> {
   try {
     text = await readFile(AUTH_REGISTRY_FILE, "utf8");
   } catch (err) {
-    throw new Error(`${AUTH_REGISTRY_FILE} is missing: run scripts/env-setup.sh first`, { cause: err });
+    throw new Error(`${AUTH_REGISTRY_FILE} is missing: run scripts/env/setup.sh first`, { cause: err });
   }
   const parsed = JSON.parse(text) as Partial<RegistryCredentials>;
   if (typeof parsed.address !== "string" || typeof parsed.username !== "string" || typeof parsed.password !== "string") {
@@ -216,7 +216,7 @@ export const IMAGE_VOLUME_FILES = { "/content/hello.txt": "hello from an image v
 
 /**
  * The CDI test device the test engines' setup describes in /etc/cdi
- * (scripts/lib/env-cdi.sh; keep in step): a device node with /dev/null's
+ * (scripts/env/cdi.sh; keep in step): a device node with /dev/null's
  * numbers, a read-only mount and an environment variable.
  */
 export const CDI_TEST_DEVICE = "cridock.test/null=null0";

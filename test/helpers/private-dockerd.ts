@@ -9,7 +9,7 @@
  *
  * The binary is `dockerd` on PATH unless CRIDOCK_TEST_DOCKERD_BIN (or the
  * `binary` option) names another engine build, such as the Engine 29 that
- * scripts/install-docker-engine.sh builds. That build's directory then comes
+ * scripts/env/install-docker-engine.sh builds. That build's directory then comes
  * first on PATH, because the runc beside it is the one it needs (containerd's
  * shim looks runc up on PATH), and its docker-proxy is named explicitly.
  */

@@ -7,9 +7,9 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { CRICTL, KUBERNETES_BIN_DIR, REGISTRY } from "./env.ts";
 import { ensureDebInstalled, loadImage, writeImageArchive, writePauseArchive, type VmNode } from "./vm-node.ts";
-import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
+import { busyboxEntries, userlandEntries } from "../../scripts/env/images/rootfs.ts";
 
-/** The kubelet scripts/install-kubernetes.sh builds on the host (v1.36.3). */
+/** The kubelet scripts/env/install-kubernetes.sh builds on the host (v1.36.3). */
 export const KUBELET = join(KUBERNETES_BIN_DIR, "kubelet");
 /** A small busybox (sh, sleep, dd, mkfifo) for the pods' containers. */
 export const BUSYBOX = `${REGISTRY}/cridock-test/busybox-vm:1`;

@@ -1,6 +1,6 @@
 /**
  * The cgroup v2 test node for tap tests: a Debian 12 VM with systemd as
- * PID 1 that scripts/vm-node.sh builds, boots, reaches over ssh and stops
+ * PID 1 that scripts/vm/node.sh builds, boots, reaches over ssh and stops
  * (docs/testing.md, "The cgroup v2 node"). Every call runs that script
  * with a timeout; on a timeout its whole process group is killed (ssh
  * included) and the result says so.
@@ -14,13 +14,13 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
-import { CATALOG } from "../../scripts/images/catalog.ts";
-import { imageConfig, writeDockerArchive, type ImageRunConfig } from "../../scripts/images/docker-archive.ts";
-import { buildLayer, type LayerEntry } from "../../scripts/images/layer.ts";
+import { CATALOG } from "../../scripts/env/images/catalog.ts";
+import { imageConfig, writeDockerArchive, type ImageRunConfig } from "../../scripts/env/images/docker-archive.ts";
+import { buildLayer, type LayerEntry } from "../../scripts/env/images/layer.ts";
 import { REPO_ROOT } from "./cridock-process.ts";
 import { DEFAULT_PAUSE_IMAGE, MIRROR_CA_FILE, MIRRORED_REGISTRIES } from "./env.ts";
 
-const SCRIPT = join(REPO_ROOT, "scripts/vm-node.sh");
+const SCRIPT = join(REPO_ROOT, "scripts/vm/node.sh");
 
 export interface RunResult {
   /** Exit status; null when killed (timedOut says whether by the timeout). */
@@ -91,7 +91,7 @@ export class VmNode {
   /**
    * Builds the image if its inputs changed (about 15 minutes), then boots a
    * VM of that name on an overlay and waits for its ssh (a few minutes).
-   * memoryMb: the guest's memory (vm-node.sh's default otherwise).
+   * memoryMb: the guest's memory (vm/node.sh's default otherwise).
    */
   static async start(name: string, { timeoutMs = 40 * 60_000, memoryMb }: { timeoutMs?: number; memoryMb?: number } = {}): Promise<VmNode> {
     const env: Record<string, string> = memoryMb ? { CRIDOCK_VM_MEMORY_MB: String(memoryMb) } : {};
@@ -99,7 +99,7 @@ export class VmNode {
     if (r.status !== 0) {
       // A VM a timeout left behind does not outlive the test.
       await runCommand("bash", [SCRIPT, "stop", name], { timeoutMs: 150_000 });
-      throw new Error(describe(`vm-node.sh start ${name}`, r, timeoutMs));
+      throw new Error(describe(`vm/node.sh start ${name}`, r, timeoutMs));
     }
     return new VmNode(name);
   }
@@ -130,13 +130,13 @@ export class VmNode {
    */
   async reboot({ crash = false, timeoutMs = 30 * 60_000 }: { crash?: boolean; timeoutMs?: number } = {}): Promise<void> {
     const r = await runCommand("bash", [SCRIPT, "reboot", this.name, ...(crash ? ["--crash"] : [])], { timeoutMs, progress: true });
-    if (r.status !== 0) throw new Error(describe(`vm-node.sh reboot ${this.name}${crash ? " --crash" : ""}`, r, timeoutMs));
+    if (r.status !== 0) throw new Error(describe(`vm/node.sh reboot ${this.name}${crash ? " --crash" : ""}`, r, timeoutMs));
   }
 
   /** Powers the guest off (killed after a bounded wait) and removes its overlay. */
   async stop(timeoutMs = 150_000): Promise<void> {
     const r = await runCommand("bash", [SCRIPT, "stop", this.name], { timeoutMs });
-    if (r.status !== 0) throw new Error(describe(`vm-node.sh stop ${this.name}`, r, timeoutMs));
+    if (r.status !== 0) throw new Error(describe(`vm/node.sh stop ${this.name}`, r, timeoutMs));
   }
 }
 
@@ -225,8 +225,8 @@ export async function ensureDebInstalled(vm: VmNode, deb: string): Promise<strin
  * scripts/test.sh's packaging step does (xz level 1: the fast build).
  */
 export async function buildDeb(timeoutMs = 900_000): Promise<string> {
-  const binary = await runCommand(join(REPO_ROOT, "node_modules/.bin/tsx"), ["scripts/build-binary.ts"], { timeoutMs });
-  if (binary.status !== 0) throw new Error(describe("scripts/build-binary.ts", binary, timeoutMs));
+  const binary = await runCommand(join(REPO_ROOT, "node_modules/.bin/tsx"), ["scripts/build/binary.ts"], { timeoutMs });
+  if (binary.status !== 0) throw new Error(describe("scripts/build/binary.ts", binary, timeoutMs));
   return buildDebAs(CRIDOCK_VERSION, timeoutMs);
 }
 
@@ -251,14 +251,14 @@ export async function installDeb(vm: VmNode, deb = DEB_PATH, options: { allowDow
  * upgrades and downgrades. Returns its path.
  */
 export async function buildDebAs(version: string, timeoutMs: number): Promise<string> {
-  const deb = await runCommand("bash", ["scripts/build-deb.sh"], { timeoutMs, env: { CRIDOCK_DEB_XZ_LEVEL: "1", CRIDOCK_DEB_VERSION: version } });
-  if (deb.status !== 0) throw new Error(describe("scripts/build-deb.sh", deb, timeoutMs));
+  const deb = await runCommand("bash", ["scripts/build/deb.sh"], { timeoutMs, env: { CRIDOCK_DEB_XZ_LEVEL: "1", CRIDOCK_DEB_VERSION: version } });
+  if (deb.status !== 0) throw new Error(describe("scripts/build/deb.sh", deb, timeoutMs));
   return join(REPO_ROOT, `dist/cridock_${version}_amd64.deb`);
 }
 
-/** Writes a `docker load` tarball of one image with one layer, as scripts/images/build.ts builds the test images. */
+/** Writes a `docker load` tarball of one image with one layer, as scripts/env/images/build.ts builds the test images. */
 export async function writeImageArchive(path: string, contents: LayerEntry[], config: ImageRunConfig, tags: string[]): Promise<void> {
-  const image = imageConfig(config, [await buildLayer(contents)], `cridock scripts/images: ${tags[0]}`);
+  const image = imageConfig(config, [await buildLayer(contents)], `cridock scripts/env/images: ${tags[0]}`);
   await writeDockerArchive(path, image, tags);
 }
 
@@ -281,7 +281,7 @@ export async function loadImage(vm: VmNode, archive: string): Promise<void> {
   await vm.run(`docker load --quiet --input ${guestPath} && rm ${guestPath}`, { timeoutMs: 300_000 });
 }
 
-/** The host as the guest reaches it (VM_HOST_ADDR in scripts/vm-node.sh): port 443 there is the host's mirror registry. */
+/** The host as the guest reaches it (VM_HOST_ADDR in scripts/vm/node.sh): port 443 there is the host's mirror registry. */
 export const VM_HOST_ADDR = "10.0.2.100";
 
 /**
@@ -290,7 +290,7 @@ export const VM_HOST_ADDR = "10.0.2.100";
  * MIRRORED_REGISTRIES resolves to VM_HOST_ADDR in the guest's /etc/hosts
  * (one marked line), and dockerd trusts the mirror's CA for it
  * (/etc/docker/certs.d, read at each pull). The mirror must be up on the
- * host (scripts/env-setup.sh).
+ * host (scripts/env/setup.sh).
  */
 export async function trustHostMirror(vm: VmNode): Promise<void> {
   await vm.copy(MIRROR_CA_FILE, "/root/cridock-mirror-ca.crt");

@@ -1,5 +1,5 @@
 /**
- * The prebuilt bundle (scripts/build.ts) runs on its own: it finds the CRI
+ * The prebuilt bundle (scripts/build/bundle.ts) runs on its own: it finds the CRI
  * proto from where it lives (one folder below the package root, like dist/),
  * serves the CRI socket and answers Status, here with no dockerd behind it
  * (RuntimeReady false, naming the socket). The bundle is built into a
@@ -9,7 +9,7 @@ import t from "tap";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { buildBundle } from "../../scripts/build.ts";
+import { buildBundle } from "../../scripts/build/bundle.ts";
 import { CriClient } from "../helpers/cri-client.ts";
 import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
 

@@ -1,5 +1,5 @@
 /**
- * scripts/lib/conformance-e2e.sh: the flags scripts/k8s-conformance.sh hands
+ * scripts/k8s/conformance-e2e.sh: the flags scripts/k8s-conformance.sh hands
  * e2e.test. Many specs shell out to kubectl (sig-cli, and `kubectl exec` in
  * the Services, DNS and networking specs); they must run the kubectl built
  * with the cluster under test, never whatever `kubectl` the PATH finds.
@@ -14,9 +14,9 @@ const REPO = fileURLToPath(new URL("../../", import.meta.url));
 function e2eFlags(tools: string, dir: string): string[] {
   const script = [
     "set -euo pipefail",
-    "source scripts/lib/env-common.sh",
-    "source scripts/lib/cluster-common.sh",
-    "source scripts/lib/conformance-e2e.sh",
+    "source scripts/env/common.sh",
+    "source scripts/k8s/cluster-common.sh",
+    "source scripts/k8s/conformance-e2e.sh",
     'e2e_binary_flags "$1"',
     'printf "%s\\n" "${E2E_BINARY_FLAGS[@]}"',
   ].join("\n");

@@ -5,7 +5,7 @@
  */
 import t from "tap";
 import { fileURLToPath } from "node:url";
-import { ginkgoFlags, skipsForEngine, parseFocus, parseSkip, readFocusDir, readSkipFile } from "../../test/conformance/spec-lists.ts";
+import { ginkgoFlags, skipsForEngine, parseFocus, parseSkip, readFocusDir, readSkipFile } from "../conformance/spec-lists.ts";
 
 const CONFORMANCE_DIR = fileURLToPath(new URL("../conformance/", import.meta.url));
 

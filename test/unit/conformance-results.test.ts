@@ -1,5 +1,5 @@
 /**
- * scripts/conformance-results.ts: how a ginkgo JSON report of a Kubernetes
+ * scripts/k8s/conformance-results.ts: how a ginkgo JSON report of a Kubernetes
  * e2e suite becomes passed, failed, skipped and not-run specs, and the
  * conformance image catalog's names (manifest.go at v1.36.3).
  */
@@ -7,8 +7,8 @@ import t from "tap";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { classify, countOutcomes, specResults } from "../../scripts/conformance-results.ts";
-import { AGNHOST_TOOLS, conformanceCatalog } from "../../scripts/images/conformance-images.ts";
+import { classify, countOutcomes, specResults } from "../../scripts/k8s/conformance-results.ts";
+import { AGNHOST_TOOLS, conformanceCatalog } from "../../scripts/env/images/conformance-images.ts";
 
 t.test("a spec's state maps to one outcome", async (t) => {
   t.equal(classify({ State: "passed" }), "passed");

@@ -7,8 +7,8 @@
 import t from "tap";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { CRITEST_IMAGES } from "../../scripts/images/critest-images.ts";
-import { CATALOG } from "../../scripts/images/catalog.ts";
+import { CRITEST_IMAGES } from "../../scripts/env/images/critest-images.ts";
+import { CATALOG } from "../../scripts/env/images/catalog.ts";
 import { MIRRORED_REGISTRIES } from "../helpers/env.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
@@ -51,9 +51,9 @@ t.test("every critest image is on a mirrored host", async (t) => {
 });
 
 t.test("the bash and TypeScript lists of mirrored hosts agree", async (t) => {
-  const common = await readFile(`${REPO}scripts/lib/env-common.sh`, "utf8");
+  const common = await readFile(`${REPO}scripts/env/common.sh`, "utf8");
   const m = /^MIRROR_HOSTS=\(([^)]*)\)/m.exec(common);
-  t.ok(m, "env-common.sh defines MIRROR_HOSTS");
+  t.ok(m, "env/common.sh defines MIRROR_HOSTS");
   t.same(m![1]!.trim().split(/\s+/), [...MIRRORED_REGISTRIES]);
 });
 

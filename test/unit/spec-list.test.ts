@@ -1,12 +1,12 @@
 /**
- * scripts/lib/spec-list.ts: a fixed list of e2e specs becomes a focus regex
+ * scripts/k8s/spec-list.ts: a fixed list of e2e specs becomes a focus regex
  * that matches exactly those spec names, and a run is counted against the
  * list so that a listed spec that never ran, or a spec run outside the list,
  * is a failure.
  */
 import t from "tap";
-import { countAgainstList, focusRegex, parseSpecList } from "../../scripts/lib/spec-list.ts";
-import type { SpecResult } from "../../scripts/conformance-results.ts";
+import { countAgainstList, focusRegex, parseSpecList } from "../../scripts/k8s/spec-list.ts";
+import type { SpecResult } from "../../scripts/k8s/conformance-results.ts";
 
 const POD = "[sig-node] Pods should be submitted and removed [NodeConformance] [Conformance]";
 const SC = "[sig-node] Security Context When creating a container with runAsUser should run the container with uid 65534 [LinuxOnly] [NodeConformance] [Conformance]";

@@ -2,13 +2,13 @@
  * The step timer (src/steps.ts): steps are timed also when they fail,
  * repeats are summed and counted, spawned processes counted, sinks see every
  * step and the total, and the debug line is what the benchmarks parse back
- * (scripts/lib/bench-stats.ts).
+ * (scripts/bench/lib/stats.ts).
  */
 import t from "tap";
 import { Writable } from "node:stream";
 import { createLogger } from "../../src/log.ts";
 import { StepTimer, addStepSink, timed } from "../../src/steps.ts";
-import { spawnedPerOperation, stepBreakdown, stepLines } from "../../scripts/lib/bench-stats.ts";
+import { spawnedPerOperation, stepBreakdown, stepLines } from "../../scripts/bench/lib/stats.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

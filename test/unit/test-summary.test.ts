@@ -9,8 +9,8 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { countTap } from "../../scripts/lib/tap-count.ts";
-import { countJunit, countSummaryLine, passedSpecs } from "../../test/conformance/junit.ts";
+import { countTap } from "../../scripts/suite/tap-count.ts";
+import { countJunit, countSummaryLine, passedSpecs } from "../conformance/junit.ts";
 
 const TAP_RUN = `TAP version 14
 # Subtest: test/unit/a.test.ts
@@ -111,7 +111,7 @@ t.test("the summary adds up each engine setup and closes with the total over all
   ];
   let out = "";
   try {
-    execFileSync("node_modules/.bin/tsx", ["scripts/test-summary.ts", ...args], { encoding: "utf8" });
+    execFileSync("node_modules/.bin/tsx", ["scripts/suite/summary.ts", ...args], { encoding: "utf8" });
     t.fail("a failed suite makes the summary exit non-zero");
   } catch (err) {
     out = (err as { stdout: string }).stdout;
@@ -128,7 +128,7 @@ t.test("the closing line: a suite not started is a skip with its reason, a faile
   const counts = join(dir, "c.json");
   await writeFile(counts, JSON.stringify({ passed: 3, failed: 0, skipped: 1, failures: [] }));
   const summary = (...args: string[]) =>
-    promisify(execFile)(process.execPath, ["--import=tsx", "scripts/test-summary.ts", ...args]).then(
+    promisify(execFile)(process.execPath, ["--import=tsx", "scripts/suite/summary.ts", ...args]).then(
       (r) => ({ code: 0, stdout: r.stdout }),
       (err: { code: number; stdout: string }) => ({ code: err.code, stdout: err.stdout }),
     );

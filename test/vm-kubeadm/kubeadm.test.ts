@@ -33,9 +33,9 @@
  *   for: br_netfilter loaded and IPv4 forwarding on.
  *
  * kubeadm pulls its images by their real names from the host's mirror
- * registry (scripts/cluster-images.sh pushes them there); the guest reaches
+ * registry (scripts/env/cluster-images.sh pushes them there); the guest reaches
  * it through trustHostMirror. kubeadm, kubelet and kubectl are the ones
- * scripts/install-kubernetes.sh builds, copied to /usr/bin as their
+ * scripts/env/install-kubernetes.sh builds, copied to /usr/bin as their
  * packages put them.
  *
  * The node is a VM of its own (3 GiB: a control plane besides the pods),
@@ -46,7 +46,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { CRICTL, KUBERNETES_BIN_DIR, KUBERNETES_VERSION } from "../helpers/env.ts";
 import { ensureDebInstalled, suiteDeb, trustHostMirror, VmNode, waitFor } from "../helpers/vm-node.ts";
-import { CRITEST_BUSYBOX } from "../../scripts/images/critest-images.ts";
+import { CRITEST_BUSYBOX } from "../../scripts/env/images/critest-images.ts";
 import { sharesToWeight, sharesToWeightLog } from "../../src/stats/cgroup-limits.ts";
 
 const BINARIES = ["kubeadm", "kubelet", "kubectl"].map((name) => join(KUBERNETES_BIN_DIR, name));
@@ -192,7 +192,7 @@ const NODE_LOAD =
 
 const missing = [...BINARIES, CRICTL].find((path) => !existsSync(path));
 if (missing) {
-  t.plan(0, `${missing} is missing: scripts/install-kubernetes.sh and install-cri-tools.sh build it`);
+  t.plan(0, `${missing} is missing: scripts/env/install-kubernetes.sh and install-cri-tools.sh build it`);
 } else {
   const started = Date.now();
   const [booted, built] = await Promise.allSettled([VmNode.start("kubeadm", { memoryMb: 3072 }), suiteDeb()]);

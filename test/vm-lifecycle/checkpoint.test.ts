@@ -1,7 +1,7 @@
 /**
  * CheckpointContainer for real (KEP-2008, as kubelet's
  * POST /checkpoint/{namespace}/{pod}/{container} asks it), on the cgroup v2
- * node of scripts/vm-node.sh: Debian 12's kernel 6.1, criu, and Debian's
+ * node of scripts/vm/node.sh: Debian 12's kernel 6.1, criu, and Debian's
  * docker.io 20.10 switched to experimental mode ("experimental": true in
  * /etc/docker/daemon.json; put back as it was at the end, as the node is
  * shared by the suite's files). CRIU cannot work on the test host's kernel,
@@ -16,7 +16,7 @@
  *   the deleted one; nothing else is left (no temporary archive, no dump
  *   directory under /var/lib/cridock/checkpoint-work);
  * - `checkpointctl show` reads it (checkpointctl built by
- *   `scripts/install-cri-tools.sh checkpointctl`; skipped without it);
+ *   `scripts/env/install-cri-tools.sh checkpointctl`; skipped without it);
  * - `crictl create` with the archive's path as the image, in a new pod,
  *   then `crictl start`: the counter is restored, and counts on from the
  *   number in its memory (a fresh start would count from 1), with the file
@@ -41,7 +41,7 @@ import { join } from "node:path";
 import { CRI_TOOLS_BIN_DIR, CRICTL, DEFAULT_PAUSE_IMAGE, REGISTRY } from "../helpers/env.ts";
 import { ensureDebInstalled, loadImage, shellQuote, suiteSetup, waitFor, writeImageArchive, writePauseArchive, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { KUBELET, kubeletConfig, MANIFESTS, NODE_NAME, READ_ONLY_PORT, startKubelet } from "../helpers/vm-kubelet.ts";
-import { busyboxEntries, userlandEntries } from "../../scripts/images/rootfs.ts";
+import { busyboxEntries, userlandEntries } from "../../scripts/env/images/rootfs.ts";
 
 const CHECKPOINTCTL = join(CRI_TOOLS_BIN_DIR, "checkpointctl");
 const BUSYBOX = `${REGISTRY}/cridock-test/busybox-checkpoint:1`;
@@ -125,7 +125,7 @@ async function state(vm: VmNode, container: string): Promise<string> {
   return (JSON.parse(await vm.run(`${crictl} inspect ${container}`, { timeoutMs: 180_000 })) as { status: { state: string } }).status.state;
 }
 
-const skip = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/install-cri-tools.sh builds it)`;
+const skip = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/env/install-cri-tools.sh builds it)`;
 if (skip) {
   t.plan(0, skip);
 } else {
@@ -203,7 +203,7 @@ if (skip) {
     t.equal((await vm.run("stat -c %a /root/c.tar")).trim(), "600", "readable by root alone");
   });
 
-  t.test("checkpointctl show reads the archive", { skip: existsSync(CHECKPOINTCTL) ? false : `${CHECKPOINTCTL} is missing: scripts/install-cri-tools.sh checkpointctl builds it` }, async (t) => {
+  t.test("checkpointctl show reads the archive", { skip: existsSync(CHECKPOINTCTL) ? false : `${CHECKPOINTCTL} is missing: scripts/env/install-cri-tools.sh checkpointctl builds it` }, async (t) => {
     if ((await vm.ssh("test -f /root/c.tar")).status !== 0) {
       t.fail("no archive: the checkpoint failed");
       return;
@@ -335,7 +335,7 @@ if (skip) {
   }
 
   // Last: kubelet stops the pods it does not know of, the crictl pods above among them.
-  t.test("kubelet restores from a checkpoint image: a static pod naming it runs the counter on from its checkpoint", { skip: existsSync(KUBELET) ? false : `${KUBELET} is missing (scripts/install-kubelet.sh builds it)` }, async (t) => {
+  t.test("kubelet restores from a checkpoint image: a static pod naming it runs the counter on from its checkpoint", { skip: existsSync(KUBELET) ? false : `${KUBELET} is missing (scripts/env/install-kubelet.sh builds it)` }, async (t) => {
     await vm.copy(KUBELET, "/usr/local/bin/kubelet", 900_000);
     await configureCriu(vm);
     const staticPod = (name: string, image: string, command?: string[]) => ({

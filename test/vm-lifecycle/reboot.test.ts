@@ -149,7 +149,7 @@ async function checkClean(t: Test, vm: VmNode, ready: Map<string, string>): Prom
 }
 
 if (!existsSync(KUBELET)) {
-  t.plan(0, `${KUBELET} is missing: scripts/install-kubernetes.sh builds it`);
+  t.plan(0, `${KUBELET} is missing: scripts/env/install-kubernetes.sh builds it`);
 } else {
   // A shared node is left without kubelet and its pods for the next file.
   const { vm, deb, images } = await suiteSetup(t, "reboot", buildKubeletImages, async (vm) => {

@@ -1,14 +1,14 @@
 /**
  * The .deb on a node as operators run it: cgroup v2, systemd as PID 1,
  * Debian's docker.io with the systemd cgroup driver (the cgroup v2 node of
- * scripts/vm-node.sh; this host is neither). The package is built here on
+ * scripts/vm/node.sh; this host is neither). The package is built here on
  * the host as scripts/test.sh builds it, copied into the guest and
  * installed the way docs/operating.md says (`apt-get install
  * ./cridock_<version>_amd64.deb`); then its units run under the real
  * systemd, `cridock check` passes and crictl reaches the socket systemd
  * listens on.
  *
- * Needs root, the host packages scripts/vm-node.sh installs, and the
+ * Needs root, the host packages scripts/vm/node.sh installs, and the
  * image (built on first use, about 15 minutes; then a boot of 2-3 minutes).
  */
 import t from "tap";
@@ -77,7 +77,7 @@ t.test("cridock check passes and reports the systemd driver on cgroup v2", async
   t.match(r.stdout, /cridock can serve pods on this node/);
 });
 
-const noCrictl = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/install-cri-tools.sh builds it): crictl's look at the socket is skipped`;
+const noCrictl = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/env/install-cri-tools.sh builds it): crictl's look at the socket is skipped`;
 t.test("crictl info answers on /var/run/cridock.sock", { skip: noCrictl }, async (t) => {
   await vm.copy(CRICTL, "/usr/local/bin/crictl");
   const r = await vm.ssh("crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s info", { timeoutMs: 180_000 });

@@ -1,6 +1,6 @@
 /**
  * kubelet's pods on a cgroup v2 node (DESIGN.md "Nodes"): on the cgroup v2
- * node of scripts/vm-node.sh, with the .deb installed as an operator does,
+ * node of scripts/vm/node.sh, with the .deb installed as an operator does,
  * a standalone kubelet v1.36.3 with the systemd cgroup driver runs static
  * pods.
  * - One container with limits (memory 64Mi, cpu 200m) and smaller requests
@@ -29,11 +29,11 @@
  * (GetContainerSwapBehavior). test/vm-kubeadm checks it on an API
  * server's pod.
  *
- * kubelet is the one scripts/install-kubernetes.sh builds; without it the
+ * kubelet is the one scripts/env/install-kubernetes.sh builds; without it the
  * test is skipped. The guest reaches no registry: the pause image
  * (cridock's default, registry.k8s.io/pause:3.10.2) and a busybox image are
  * built on the host as the test environment builds its images
- * (scripts/images/) and go in with `docker load`.
+ * (scripts/env/images/) and go in with `docker load`.
  *
  * kubelet's configuration is written here rather than taken from the e2e
  * harness (test/e2e/harness/kubelet-env.ts): that one is made for the shared
@@ -188,7 +188,7 @@ function output(r: RunResult): string {
 }
 
 if (!existsSync(KUBELET)) {
-  t.plan(0, `${KUBELET} is missing: scripts/install-kubernetes.sh builds it`);
+  t.plan(0, `${KUBELET} is missing: scripts/env/install-kubernetes.sh builds it`);
 } else {
   // A shared node is left without kubelet and its pods for the next file.
   const { vm, deb, images } = await suiteSetup(t, "pods", buildKubeletImages, (vm) =>
@@ -226,7 +226,7 @@ if (!existsSync(KUBELET)) {
 
   /** The Burstable container and its own cgroup directory, once it runs. */
   let limited: { id: string; dir: string } | undefined;
-  const noCrictl = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/install-cri-tools.sh builds it)`;
+  const noCrictl = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/env/install-cri-tools.sh builds it)`;
   const crictl = "crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s";
 
   t.test("a Burstable container's limits and kubelet's unified settings are in its cgroup", async (t) => {

@@ -36,7 +36,7 @@ const CRITEST_TIMEOUT_S = 1500;
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
 
 if (!existsSync(CRITEST)) {
-  t.plan(0, `${CRITEST} is missing: scripts/install-cri-tools.sh builds it`);
+  t.plan(0, `${CRITEST} is missing: scripts/env/install-cri-tools.sh builds it`);
 } else {
   const focus = parseFocus(await readFile(FOCUS_FILE, "utf8"), "validation-focus.txt");
   const [booted, built] = await Promise.allSettled([suiteNode(t, "validation"), suiteDeb()]);

@@ -6,10 +6,10 @@
  * and memory and drives it through the same CRI client.
  */
 import { join } from "node:path";
-import type { CriClient } from "../../test/helpers/cri-client.ts";
-import { startCriDockerdProcess } from "../../test/helpers/cri-dockerd-process.ts";
-import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
-import { CNI_BIN_DIR, PAUSE_IMAGE, TEST_DOCKER_ENDPOINT, type CniConfDir } from "../../test/helpers/env.ts";
+import type { CriClient } from "../../../test/helpers/cri-client.ts";
+import { startCriDockerdProcess } from "../../../test/helpers/cri-dockerd-process.ts";
+import { startCridockProcess } from "../../../test/helpers/cridock-process.ts";
+import { CNI_BIN_DIR, PAUSE_IMAGE, TEST_DOCKER_ENDPOINT, type CniConfDir } from "../../../test/helpers/env.ts";
 
 export interface RuntimeUnderTest {
   name: string;

@@ -17,12 +17,12 @@
  * gave it) and an image counts as loaded when either matches.
  *
  * `--set kubernetes` builds the images a kubeadm cluster deploys
- * (kubernetes-images.ts) instead of the test catalog; scripts/cluster-images.sh
+ * (kubernetes-images.ts) instead of the test catalog; scripts/env/cluster-images.sh
  * runs it once the Kubernetes binaries are built. `--set conformance` builds
  * the images Kubernetes' e2e suites pull (conformance-images.ts;
- * scripts/conformance-images.sh runs it).
+ * scripts/env/conformance-images.sh runs it).
  *
- * Usage: tsx scripts/images/build.ts [--state-dir DIR] [--load-only] [--set test|kubernetes|conformance]
+ * Usage: tsx scripts/env/images/build.ts [--state-dir DIR] [--load-only] [--set test|kubernetes|conformance]
  */
 import { execFile } from "node:child_process";
 import { request } from "node:https";
@@ -39,7 +39,7 @@ import {
   TEST_DOCKER_ENDPOINT,
   authRegistry,
   type RegistryCredentials,
-} from "../../test/helpers/env.ts";
+} from "../../../test/helpers/env.ts";
 import { CATALOG, type ImageSpec } from "./catalog.ts";
 import { conformanceCatalog, conformanceInputsFromEnv } from "./conformance-images.ts";
 import { inputsFromEnv, kubernetesCatalog } from "./kubernetes-images.ts";
@@ -140,7 +140,7 @@ async function push(reference: string, credentials: RegistryCredentials | null):
 
 async function build(spec: ImageSpec): Promise<BuiltImage> {
   const layer = await buildLayer(spec.contents());
-  return imageConfig(spec.config, [layer], `cridock scripts/images: ${spec.tags[0]}`);
+  return imageConfig(spec.config, [layer], `cridock scripts/env/images: ${spec.tags[0]}`);
 }
 
 type PushedStamp = Record<string, string>;

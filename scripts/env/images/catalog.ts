@@ -21,7 +21,7 @@ import {
   PAUSE_IMAGE,
   PULL_TEST_IMAGE,
   USER_IMAGES,
-} from "../../test/helpers/env.ts";
+} from "../../../test/helpers/env.ts";
 import { CRITEST_BUSYBOX, CRITEST_HTTPD, CRITEST_IMAGES } from "./critest-images.ts";
 import type { ImageRunConfig } from "./docker-archive.ts";
 import type { LayerEntry } from "./layer.ts";

@@ -1,8 +1,8 @@
 /**
  * The images Kubernetes' own e2e suites (e2e.test [Conformance], e2e_node.test
  * [NodeConformance]) pull, under the names of test/utils/image/manifest.go at
- * the version scripts/lib/env-common.sh names, built here from the Go
- * programs scripts/install-kubernetes-tests.sh compiled and from Debian
+ * the version scripts/env/common.sh names, built here from the Go
+ * programs scripts/env/install-kubernetes-tests.sh compiled and from Debian
  * binaries, each with what its upstream Dockerfile (test/images/<name>) gives
  * the specs: the entrypoint and command, the users and groups, the files at
  * the same paths and the tools the programs shell out to.
@@ -18,7 +18,7 @@
  * is never served (its spec expects the pull to fail), nor are images pinned
  * by digest (no rebuild reproduces their manifest digest).
  *
- * Every input comes from the environment scripts/conformance-images.sh sets.
+ * Every input comes from the environment scripts/env/conformance-images.sh sets.
  * They are registry-only: the node's own dockerd only carries them to the mirror.
  */
 import { existsSync, readFileSync } from "node:fs";
@@ -42,7 +42,7 @@ export interface ConformanceImageInputs {
   corednsBinDir: string;
   /** busybox built from upstream's source with its defconfig (conformance-images.sh says why). */
   upstreamBusybox: string;
-  /** Debian's busybox, the shell of every other image (rootfs.ts SHELL_BUSYBOX, unpacked by env-setup.sh). */
+  /** Debian's busybox, the shell of every other image (rootfs.ts SHELL_BUSYBOX, unpacked by env/setup.sh). */
   shellBusybox: string;
   /**
    * Where the Debian binaries the images carry (dig, bash, date, ...) are
@@ -54,7 +54,7 @@ export interface ConformanceImageInputs {
 
 function required(name: string): string {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: build the conformance images through scripts/conformance-images.sh`);
+  if (!value) throw new Error(`${name} is not set: build the conformance images through scripts/env/conformance-images.sh`);
   return value;
 }
 

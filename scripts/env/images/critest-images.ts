@@ -2,7 +2,7 @@
  * The images critest v1.36 hard-codes (pkg/validate/consts.go,
  * security_context_linux.go, multi_container_linux.go, pkg/framework/util.go),
  * under their upstream names, each holding just the behaviour its specs
- * check. They are pushed to the mirror registry (scripts/lib/env-mirror.sh),
+ * check. They are pushed to the mirror registry (scripts/env/mirror.sh),
  * which answers for those hosts here.
  *
  * Images the image specs pull and then remove by id get a label of their own,

@@ -1,6 +1,6 @@
 /**
  * The images `kubeadm init` deploys, built here from the binaries
- * scripts/install-kubernetes.sh compiled and from Debian packages, under the
+ * scripts/env/install-kubernetes.sh compiled and from Debian packages, under the
  * names kubeadm asks for (`kubeadm config images list`), so the mirror serves
  * them and `kubeadm config images pull` works unchanged:
  *
@@ -8,10 +8,10 @@
  *   registry.k8s.io/etcd:<etcd version>   registry.k8s.io/coredns/coredns:<version>
  *
  * The pause image kubeadm also lists is cridock's default pause image, in
- * the test catalog (catalog.ts, pause.ts), served by env-setup.sh.
+ * the test catalog (catalog.ts, pause.ts), served by env/setup.sh.
  *
- * Every input comes from the environment scripts/cluster-images.sh sets, so
- * the versions are written once (scripts/lib/env-common.sh). They are
+ * Every input comes from the environment scripts/env/cluster-images.sh sets, so
+ * the versions are written once (scripts/env/common.sh). They are
  * registry-only: the node's own dockerd only carries them to the mirror.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -35,7 +35,7 @@ export interface KubernetesImageInputs {
 
 function required(name: string): string {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: build the Kubernetes images through scripts/cluster-images.sh`);
+  if (!value) throw new Error(`${name} is not set: build the Kubernetes images through scripts/env/cluster-images.sh`);
   return value;
 }
 

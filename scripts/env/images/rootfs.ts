@@ -6,7 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
-import { ENV_STATE_DIR } from "../../test/helpers/env.ts";
+import { ENV_STATE_DIR } from "../../../test/helpers/env.ts";
 import type { LayerEntry } from "./layer.ts";
 
 /** Where Debian's busybox-static installs the binary (usrmerge makes /usr/bin/busybox the same file). */
@@ -14,7 +14,7 @@ export const HOST_BUSYBOX = process.env.CRIDOCK_BUSYBOX ?? "/bin/busybox";
 
 /**
  * Debian's (dynamically linked) busybox package, unpacked by
- * scripts/env-setup.sh without installing it (it conflicts with
+ * scripts/env/setup.sh without installing it (it conflicts with
  * busybox-static). busybox-static is built to run applets in-process before
  * searching PATH, so `sh -c ls` runs ls even when /bin/ls is masked;
  * critest's MaskedPaths spec needs a shell that executes /bin/ls, as the
@@ -22,7 +22,7 @@ export const HOST_BUSYBOX = process.env.CRIDOCK_BUSYBOX ?? "/bin/busybox";
  */
 export const SHELL_BUSYBOX = process.env.CRIDOCK_SHELL_BUSYBOX ?? join(ENV_STATE_DIR, "busybox-deb/bin/busybox");
 
-/** Debian's nginx package, unpacked by scripts/env-setup.sh (not installed: no service on the host). */
+/** Debian's nginx package, unpacked by scripts/env/setup.sh (not installed: no service on the host). */
 export const NGINX_BINARY = process.env.CRIDOCK_NGINX ?? join(ENV_STATE_DIR, "nginx-deb/usr/sbin/nginx");
 
 export interface PosixUser {

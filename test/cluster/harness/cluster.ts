@@ -5,7 +5,7 @@
  * bring the cluster up itself (scripts/test.sh does, once, before the
  * suite); each test works in a namespace of its own and deletes it.
  *
- * Paths follow scripts/lib/cluster-common.sh; CRIDOCK_CLUSTER_BIN_DIR and
+ * Paths follow scripts/k8s/cluster-common.sh; CRIDOCK_CLUSTER_BIN_DIR and
  * KUBECONFIG override them.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
@@ -44,7 +44,7 @@ export function run(file: string, args: string[], options: RunOptions = {}): Pro
       (err, stdout, stderr) => {
         const code = err ? (typeof (err as { code?: unknown }).code === "number" ? ((err as { code: number }).code) : -1) : 0;
         if (err && code === -1 && !(err as { killed?: boolean }).killed && (err as NodeJS.ErrnoException).code === "ENOENT") {
-          reject(new Error(`${file} is not there: build it with scripts/install-kubernetes.sh`, { cause: err }));
+          reject(new Error(`${file} is not there: build it with scripts/env/install-kubernetes.sh`, { cause: err }));
           return;
         }
         resolve({ code, stdout, stderr });
@@ -144,7 +144,7 @@ export const TRANSPORTS: { name: string; env: Record<string, string> }[] = [
  * serves, is refused at once (curl's exit 7, "failed to connect", within a
  * few seconds) from where `exec` runs curl (a pod, the node, node 2's
  * namespace). Left untranslated by kube-proxy it would follow the default
- * route; scripts/lib/cluster-common.sh (add_service_reject) rejects it.
+ * route; scripts/k8s/cluster-common.sh (add_service_reject) rejects it.
  */
 export async function unservedPortRefused(
   t: Test,

@@ -4,7 +4,7 @@
  *   gives the user; Strict does not (every engine), and ContainerStatus.user
  *   reports the process's real identity; Status advertises Strict.
  * - A container that asks for the test environment's CDI device
- *   (scripts/lib/env-cdi.sh) gets its device node, mount and environment
+ *   (scripts/env/cdi.sh) gets its device node, mount and environment
  *   variable where the engine's CDI support is on, and FAILED_PRECONDITION
  *   naming the engine where it is not (20.10).
  */

@@ -1,5 +1,5 @@
 /**
- * The environment scripts/env-setup.sh provides is what the other tests
+ * The environment scripts/env/setup.sh provides is what the other tests
  * take for granted: the test images behave as their names promise, and the
  * registries serve them (the auth one only with its credentials).
  */
