@@ -44,6 +44,7 @@ function importsOf(file: string, text: string): string[] {
   }
   if (file.endsWith(".sh")) {
     for (const m of text.matchAll(/^\s*(?:source|\.)\s+"\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)\/([^"]+)"/gm)) targets.push(resolve(dirname(file), m[1]!));
+    for (const m of text.matchAll(/^\s*(?:source|\.)\s+"\$CRIDOCK_REPO_ROOT\/([^"]+)"/gm)) targets.push(resolve(ROOT, m[1]!));
   }
   return targets;
 }
@@ -112,5 +113,6 @@ t.test("the checks see a violation when there is one", async (t) => {
     [at("scripts/k8s/cluster-common.sh")],
     "a shell source is an import",
   );
+  t.same(importsOf(at("scripts/vm/x.sh"), 'source "$CRIDOCK_REPO_ROOT/scripts/suite/tap.sh"\n'), [at("scripts/suite/tap.sh")], "so is one named from the repository's root");
   t.same(importsOf(at("scripts/env/x.ts"), 'import { a } from "../bench/lib/stats.ts";\nimport b from "tar-stream";\n'), [at("scripts/bench/lib/stats.ts")], "a package import is not");
 });

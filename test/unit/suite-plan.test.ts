@@ -1,0 +1,215 @@
+/**
+ * scripts/suite/plan.ts: the plan of a scripts/test.sh run — which suites run
+ * on which engine setups and in what order, what the background build
+ * prepares, and which test files a suite has on an engine. A wrong decision
+ * here runs tests against the wrong engine, or silently none.
+ */
+import t from "tap";
+import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
+import { promisify } from "node:util";
+import {
+  ALL_ENGINES,
+  CONTAINERD_STORE_TESTS,
+  ENGINE_INDEPENDENT_TESTS,
+  PlanError,
+  SUITES,
+  besideSuites,
+  chooseEngines,
+  chooseSuites,
+  findTestFiles,
+  makePlan,
+  planLines,
+  prebuildSteps,
+  primaryOf,
+  runOrder,
+  suiteFiles,
+} from "../../scripts/suite/plan.ts";
+
+const ALL = [...ALL_ENGINES];
+
+// A repository of a few test files, as findTestFiles would list them.
+const TREE = [
+  "test/integration/images/pull.test.ts",
+  "test/integration/images/remove.test.ts",
+  "test/integration/stats/stats.test.ts",
+  "test/integration/containers/create.test.ts",
+  "test/integration/containers/engine-features.test.ts",
+  "test/integration/containers/image-volumes.test.ts",
+  "test/integration/containers/groups-devices.test.ts",
+  "test/integration/service/install.test.ts",
+  "test/integration/service/socket-activation.test.ts",
+  "test/integration/service/unit.test.ts",
+  "test/unit/b.test.ts",
+  "test/unit/a.test.ts",
+];
+const find = (root: string) => TREE.filter((file) => file === root || file.startsWith(`${root}/`));
+
+t.test("engines: all by default, those CRIDOCK_TEST_ENGINES names, an unknown one refused", async (t) => {
+  t.same(chooseEngines(undefined), ALL);
+  t.same(chooseEngines(""), ALL, "empty is unset");
+  t.same(chooseEngines(" docker20.10\tdocker29 "), ["docker20.10", "docker29"]);
+  t.throws(() => chooseEngines("docker29 docker28"), new PlanError(
+    "unknown engine 'docker28' in CRIDOCK_TEST_ENGINES (docker29 docker29-containerd docker20.10)",
+  ));
+  t.throws(() => chooseEngines("  "), { message: "CRIDOCK_TEST_ENGINES names no engine" });
+});
+
+t.test("suites: all in the default order, an unknown one refused with the list", async (t) => {
+  t.same(chooseSuites([]), [...SUITES]);
+  t.equal(SUITES[0], "unit");
+  t.same(SUITES.slice(-3), ["vm", "vm-lifecycle", "vm-kubeadm"], "the cgroup v2 node's suites last");
+  t.same(chooseSuites(["e2e", "unit"]), ["e2e", "unit"], "in the order asked");
+  t.throws(() => chooseSuites(["unit", "intgration"]), /^unknown suite 'intgration' \(unit, integration, .*vm-kubeadm\)$/);
+});
+
+t.test("the primary: docker29 when chosen, else the first engine", async (t) => {
+  t.equal(primaryOf(["docker20.10", "docker29"]), "docker29");
+  t.equal(primaryOf(["docker29-containerd", "docker20.10"]), "docker29-containerd");
+});
+
+t.test("engine order: those that need no build (Debian's 20.10) first, otherwise as chosen", async (t) => {
+  t.same(runOrder(ALL), ["docker20.10", "docker29", "docker29-containerd"]);
+  t.same(runOrder(["docker29-containerd", "docker29"]), ["docker29-containerd", "docker29"]);
+});
+
+t.test("runs: every suite on the primary, only integration and critest on the others", async (t) => {
+  const plan = makePlan(["unit", "integration", "conformance", "e2e"], {});
+  t.equal(plan.primary, "docker29");
+  t.same(plan.runs.map(({ suite, engine }) => `${suite}@${engine}`), [
+    "unit@docker29",
+    "integration@docker20.10",
+    "integration@docker29",
+    "integration@docker29-containerd",
+    "conformance@docker20.10",
+    "conformance@docker29",
+    "conformance@docker29-containerd",
+    "e2e@docker29",
+  ]);
+  // Without docker29 the first chosen engine takes the once-only suites.
+  const other = makePlan(["unit", "faults", "integration"], { CRIDOCK_TEST_ENGINES: "docker29-containerd docker20.10" });
+  t.equal(other.primary, "docker29-containerd");
+  t.same(other.runs.map(({ suite, engine }) => `${suite}@${engine}`), [
+    "unit@docker29-containerd",
+    "faults@docker29-containerd",
+    "integration@docker20.10",
+    "integration@docker29-containerd",
+  ]);
+  t.throws(() => makePlan(["unit"], { CRIDOCK_TEST_ENGINES: "podman" }), /unknown engine 'podman'/);
+});
+
+t.test("the VM suites run beside the others, unless they alone are asked for or CRIDOCK_VM_BESIDE is not 1", async (t) => {
+  t.same(besideSuites([...SUITES], undefined), ["vm", "vm-lifecycle", "vm-kubeadm"]);
+  t.same(besideSuites(["vm-kubeadm", "unit", "vm"], ""), ["vm", "vm-kubeadm"], "in the chain's order");
+  t.same(besideSuites(["vm", "vm-lifecycle"], undefined), [], "alone: in the foreground");
+  t.same(besideSuites(["unit"], undefined), []);
+  t.same(besideSuites([...SUITES], "0"), []);
+  t.same(makePlan([], { CRIDOCK_VM_BESIDE: "0" }).beside, []);
+});
+
+t.test("the background build: what the suites asked for need, in the order they need it", async (t) => {
+  t.same(prebuildSteps(["unit"], ALL), [], "the unit tests need no tool");
+  t.same(prebuildSteps(["integration"], ["docker20.10"]), ["cri-tools"], "Debian's engine needs only crictl");
+  t.same(prebuildSteps(["integration"], ALL), ["cri-tools", "docker-engine"]);
+  t.same(prebuildSteps(["unit", "unit"], ["docker20.10"]), ["cri-tools"], "more than the unit suite alone");
+  t.same(prebuildSteps(["e2e"], ["docker20.10"]), ["cri-tools", "docker-engine", "kubernetes"], "e2e's dockerd is Engine 29's");
+  t.same(prebuildSteps(["vm"], ["docker20.10"]), ["vm-image", "cri-tools", "kubernetes"]);
+  t.same(prebuildSteps(["vm-kubeadm"], ["docker20.10"]), ["vm-image", "cri-tools", "kubernetes", "cluster-images"]);
+  t.same(prebuildSteps([...SUITES], ALL), [
+    "packages",
+    "vm-image",
+    "cri-tools",
+    "docker-engine",
+    "kubernetes",
+    "cluster-images",
+    "kubernetes-tests",
+    "conformance-images",
+  ]);
+});
+
+t.test("the plan's lines, as test.sh reads them", async (t) => {
+  t.same(planLines(makePlan(["unit", "vm"], { CRIDOCK_TEST_ENGINES: "docker20.10" })), [
+    "primary docker20.10",
+    "beside vm",
+    "prebuild vm-image cri-tools kubernetes",
+    "run unit docker20.10",
+    "run vm docker20.10",
+  ]);
+  t.same(planLines(makePlan(["unit"], {})).slice(0, 3), ["primary docker29", "beside", "prebuild"], "empty lists keep their line");
+});
+
+t.test("suite files: test/SUITE sorted; the containerd store gets only its listed files", async (t) => {
+  t.same(suiteFiles("unit", "docker29", "docker29", find), ["test/unit/a.test.ts", "test/unit/b.test.ts"]);
+  t.same(suiteFiles("integration", "docker29-containerd", "docker29", find), [
+    "test/integration/containers/engine-features.test.ts",
+    "test/integration/containers/groups-devices.test.ts",
+    "test/integration/containers/image-volumes.test.ts",
+    "test/integration/images/pull.test.ts",
+    "test/integration/images/remove.test.ts",
+    "test/integration/stats/stats.test.ts",
+  ]);
+  t.same(suiteFiles("faults", "docker29", "docker29", find), [], "no directory, no files");
+});
+
+t.test("suite files: the engine-independent tests run on the primary only", async (t) => {
+  const onPrimary = suiteFiles("integration", "docker29", "docker29", find);
+  for (const file of ENGINE_INDEPENDENT_TESTS) t.ok(onPrimary.includes(file), `${file} on the primary`);
+  t.equal(onPrimary.length, TREE.length - 2);
+  const on2010 = suiteFiles("integration", "docker20.10", "docker29", find);
+  t.same(on2010, onPrimary.filter((file) => !ENGINE_INDEPENDENT_TESTS.includes(file)));
+  t.ok(on2010.includes("test/integration/service/unit.test.ts"), "the rest of their directory stays");
+  // When 20.10 is the primary (docker29 not chosen), they run there.
+  t.same(suiteFiles("integration", "docker20.10", "docker20.10", find), onPrimary);
+  // Only the integration suite leaves files out.
+  t.same(suiteFiles("unit", "docker20.10", "docker29", find), ["test/unit/a.test.ts", "test/unit/b.test.ts"]);
+});
+
+t.test("suite files: an unknown suite or engine is refused", async (t) => {
+  t.throws(() => suiteFiles("units", "docker29", "docker29", find), /^unknown suite 'units' \(unit, /);
+  t.throws(() => suiteFiles("unit", "docker", "docker29", find), /^unknown engine 'docker' \(docker29, /);
+  t.throws(() => suiteFiles("unit", "docker29", "", find), /^unknown primary engine '' /);
+});
+
+t.test("in this repository: the listed files exist, and the containerd store runs exactly them", async (t) => {
+  const root = new URL("../..", import.meta.url).pathname;
+  for (const path of [...CONTAINERD_STORE_TESTS, ...ENGINE_INDEPENDENT_TESTS]) {
+    t.ok(existsSync(`${root}/${path}`), `${path} exists (a renamed file would drop out of the runs silently)`);
+  }
+  const realFind = (dir: string) => findTestFiles(root, dir);
+  const containerd = suiteFiles("integration", "docker29-containerd", "docker29", realFind);
+  t.ok(containerd.length >= CONTAINERD_STORE_TESTS.length);
+  t.ok(containerd.every((file) => CONTAINERD_STORE_TESTS.some((p) => file === p || file.startsWith(`${p}/`))));
+  const all = suiteFiles("integration", "docker29", "docker29", realFind);
+  t.ok(all.length > containerd.length);
+  t.ok(all.every((file) => file.startsWith("test/integration/") && file.endsWith(".test.ts")));
+  t.ok(suiteFiles("unit", "docker29", "docker29", realFind).includes("test/unit/suite-plan.test.ts"));
+  t.same(findTestFiles(root, "test/no-such-suite"), []);
+});
+
+t.test("the CLI: the plan and the files as lines, a refusal as one line and exit 1", async (t) => {
+  const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+    promisify(execFile)(process.execPath, ["--import=tsx", "scripts/suite/plan.ts", ...args], {
+      env: { ...process.env, CRIDOCK_TEST_ENGINES: "", CRIDOCK_VM_BESIDE: "", ...env },
+    });
+  const plan = await run(["plan", "unit", "integration"], { CRIDOCK_TEST_ENGINES: "docker20.10 docker29" });
+  t.equal(plan.stdout, [
+    "primary docker29",
+    "beside",
+    "prebuild cri-tools docker-engine",
+    "run unit docker29",
+    "run integration docker20.10",
+    "run integration docker29",
+    "",
+  ].join("\n"));
+  const files = await run(["files", "integration", "docker29-containerd", "docker29"]);
+  t.ok(files.stdout.split("\n").includes("test/integration/containers/image-volumes.test.ts"));
+  await t.rejects(run(["plan", "unit", "bogus"]), {
+    code: 1,
+    stderr: /^cridock-env: error: unknown suite 'bogus' \(unit, .*\)\n$/,
+  });
+  await t.rejects(run(["plan"], { CRIDOCK_TEST_ENGINES: "docker30" }), {
+    code: 1,
+    stderr: /^cridock-env: error: unknown engine 'docker30' in CRIDOCK_TEST_ENGINES/,
+  });
+  await t.rejects(run(["files", "unit"]), { code: 1, stderr: /usage: tsx scripts\/suite\/plan\.ts/ });
+});
