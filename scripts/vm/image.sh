@@ -21,8 +21,17 @@ fi
 
 VM_CACHE_DIR="$CRIDOCK_TOOLS_DIR/vm-node"
 VM_SSH_KEY="$VM_CACHE_DIR/ssh/id_ed25519"
+# The guest's Debian release (CRIDOCK_VM_DEBIAN): bookworm (Debian 12, the
+# default) or trixie (Debian 13). Each has its own image and key; the
+# bookworm image's key is computed as before the choice existed.
+VM_DEBIAN_SUITE="${CRIDOCK_VM_DEBIAN:-bookworm}"
+case "$VM_DEBIAN_SUITE" in
+  bookworm | trixie) ;;
+  *) die "CRIDOCK_VM_DEBIAN=$VM_DEBIAN_SUITE: bookworm or trixie wanted" ;;
+esac
+# A build's log; trixie's its own, so that building it leaves bookworm's.
 VM_IMAGE_LOG="$ENV_LOG_DIR/vm-image.log"
-VM_DEBIAN_SUITE="bookworm"
+if [[ "$VM_DEBIAN_SUITE" != bookworm ]]; then VM_IMAGE_LOG="$ENV_LOG_DIR/vm-image-$VM_DEBIAN_SUITE.log"; fi
 VM_HOSTNAME="cridock-vm"
 VM_DISK_SIZE="8G"
 # root on the virtio disk, read-write from the start (no fsck, no remount),
@@ -49,6 +58,9 @@ VM_GUEST_PACKAGES=(
   docker.io containerd runc containernetworking-plugins
   iptables conntrack criu busybox-static iproute2 util-linux socat procps
 )
+# Debian 13's docker.io no longer holds the docker command: docker-cli does,
+# which docker.io only recommends.
+if [[ "$VM_DEBIAN_SUITE" == trixie ]]; then VM_GUEST_PACKAGES+=(docker-cli); fi
 # Timers that would wake apt, dpkg or the file system tools in the middle
 # of a test, on a guest whose CPU is emulated.
 VM_MASKED_UNITS=(apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer fstrim.timer)
@@ -199,16 +211,37 @@ make_disk() {
   rm -f "$out/disk.raw"
 }
 
+# configure_guest_suite ROOTFS: what one Debian release needs beyond the
+# common steps, after its packages are in (node.sh's _chroot-install runs it
+# after install_guest_packages, in the same mount namespace). Nothing for
+# bookworm, whose image is made as before the choice of release existed.
+configure_guest_suite() {
+  local rootfs="$1"
+  case "$VM_DEBIAN_SUITE" in
+    bookworm) ;;
+    trixie) ;;
+  esac
+}
+
 # image_key: a hash of everything the image is made from. The build steps
 # count as their code (declare -f prints a function without its comments,
-# so a comment change does not cost a rebuild).
+# so a comment change does not cost a rebuild). configure_guest_suite
+# counts for the releases other than bookworm only, so that bookworm's key
+# stays the one it had before the choice of release.
 image_key() {
   {
     declare -f host_apt_sources debian_mirrors write_guest_sources configure_guest install_guest_packages finish_guest make_disk build_image
     printf '%s\n' "$VM_DEBIAN_SUITE" "$VM_HOSTNAME" "$VM_DISK_SIZE" "$VM_KERNEL_CMDLINE" "$VM_MIRROR" "$VM_SECURITY_MIRROR"
     printf '%s\n' "${VM_INITRD_MODULES[@]}" "${VM_GUEST_PACKAGES[@]}" "${VM_MASKED_UNITS[@]}"
     cat "$VM_SSH_KEY.pub"
+    if [[ "$VM_DEBIAN_SUITE" != bookworm ]]; then declare -f configure_guest_suite; fi
   } | sha256sum | cut -c1-16
+}
+
+# image_suite DIR: the Debian release of the cached image in DIR (its
+# suite file; an image from before the choice of release is bookworm).
+image_suite() {
+  if [[ -f "$1/suite" ]]; then cat "$1/suite"; else echo bookworm; fi
 }
 
 # build_image DIR: debootstrap, packages, configuration and the disk, into
@@ -236,8 +269,8 @@ build_image() {
 }
 
 # image_dir: sets VM_IMAGE_DIR to the cached image for the current inputs,
-# building it when absent. One build at a time (flock); other keys' images
-# are removed once a new one is in place.
+# building it when absent. One build at a time (flock); the same release's
+# images under other keys are removed once a new one is in place.
 image_dir() {
   mkdir -p "$VM_CACHE_DIR" "$ENV_LOG_DIR"
   ensure_ssh_key
@@ -257,12 +290,15 @@ image_dir() {
     rm -rf "$work"
     : >"$VM_IMAGE_LOG"
     build_image "$work"
+    echo "$VM_DEBIAN_SUITE" >"$work/suite"
     rm -rf "$VM_IMAGE_DIR"
     mv "$work" "$VM_IMAGE_DIR"
     local old
     for old in "$VM_CACHE_DIR"/*/base.qcow2; do
       old="$(dirname "$old")"
       [[ "$old" == "$VM_IMAGE_DIR" ]] && continue
+      # Each release keeps its own image.
+      [[ "$(image_suite "$old")" == "$VM_DEBIAN_SUITE" ]] || continue
       # An image a running VM's overlay still rests on stays.
       if grep -qsF "$old/base.qcow2" "$VM_OVERLAY_ROOT"/*/backing; then continue; fi
       rm -rf "$old"

@@ -38,6 +38,9 @@
 #                           a boot is stuck and fails (default 300)
 #   CRIDOCK_VM_BOOT_RETRIES how many times a boot whose console shows a
 #                           kernel panic or oops is tried again (default 2)
+#   CRIDOCK_VM_DEBIAN       the guest's Debian release: bookworm (Debian 12,
+#                           the default) or trixie (Debian 13); each has
+#                           its own image
 #   CRIDOCK_VM_MIRROR       the Debian mirror the image is built from
 #                           (default: the one this host's apt uses)
 #   CRIDOCK_VM_SECURITY_MIRROR  the security suite's (default: this host's;
@@ -102,7 +105,13 @@ main() {
     reboot) (($# == 1 || $# == 2)) || usage; require_root; check_name "$1"; cmd_reboot "$@" ;;
     status) cmd_status ;;
     # Internal: build_image runs this (through image.sh, run) in a private mount namespace.
-    _chroot-install) install_guest_packages "$1" ;;
+    _chroot-install)
+      # A release other than bookworm keeps apt's archives in a folder of its
+      # own: apt-get autoclean in its chroot would drop bookworm's packages.
+      if [[ "$VM_DEBIAN_SUITE" != bookworm ]]; then VM_CACHE_DIR="$VM_CACHE_DIR/$VM_DEBIAN_SUITE"; fi
+      install_guest_packages "$1"
+      configure_guest_suite "$1"
+      ;;
     *) usage ;;
   esac
 }

@@ -40,6 +40,12 @@ t.test("the node is cgroup v2 with systemd as PID 1", async (t) => {
   t.equal((await vm.run("stat -fc %T /sys/fs/cgroup")).trim(), "cgroup2fs", "/sys/fs/cgroup is cgroup2");
   t.equal((await vm.run("cat /proc/1/comm")).trim(), "systemd", "PID 1 is systemd");
   t.notMatch(await vm.run("cat /proc/cmdline"), /unified_cgroup_hierarchy/, "without systemd.unified_cgroup_hierarchy on the kernel command line");
+  // Which node this is (CRIDOCK_VM_DEBIAN picks bookworm or trixie): the versions the results go with.
+  const versions = await vm.run(
+    `. /etc/os-release; echo "$PRETTY_NAME, kernel $(uname -r), systemd $(systemctl --version | sed -n '1s/^systemd \\([0-9]*\\).*/\\1/p'), ` +
+      `docker.io $(dpkg-query -W -f='\${Version}' docker.io), runc $(dpkg-query -W -f='\${Version}' runc), containerd $(dpkg-query -W -f='\${Version}' containerd), Engine API $(docker version --format '{{.Server.APIVersion}}')"`,
+  );
+  t.comment(`node: ${versions.trim()}`);
 });
 
 t.test("apt-get install ./cridock_<version>_amd64.deb, with no network", async (t) => {
