@@ -194,6 +194,19 @@ function output(r: RunResult): string {
   return (r.stdout + r.stderr).trim();
 }
 
+/**
+ * The first container id a crictl listing printed, or undefined (the next
+ * poll then asks again) when it printed none or the call failed: waiting
+ * for a container is these polls' subject, and a loaded CI run's starved
+ * guest once failed one call's connection check ("error reading server
+ * preface") with cridock up and serving throughout. A CRI that stays
+ * unreachable still fails the wait at its deadline.
+ */
+async function firstListed(vm: VmNode, command: string): Promise<string | undefined> {
+  const r = await vm.ssh(command, { timeoutMs: 180_000 });
+  return r.status === 0 ? r.stdout.trim().split("\n")[0] || undefined : undefined;
+}
+
 if (!existsSync(KUBELET)) {
   t.plan(0, `${KUBELET} is missing: scripts/env/install-kubernetes.sh builds it`);
 } else {
@@ -332,7 +345,7 @@ if (!existsSync(KUBELET)) {
   // pods run on untouched, and the CRI log misses and repeats nothing.
   t.test("cridock restarted by systemd and killed -9: no container restarted, no log line lost", { skip: noCrictl }, async (t) => {
     await vm.run(`cat >${MANIFESTS}/counter.json`, { input: JSON.stringify(COUNTER_POD, null, 2) });
-    const counter = await waitFor(async () => (await vm.run(`${crictl} ps -q --name '^count$' --state running`, { timeoutMs: 180_000 })).trim().split("\n")[0] || undefined);
+    const counter = await waitFor(() => firstListed(vm, `${crictl} ps -q --name '^count$' --state running`));
     if (!counter) return t.fail("the counter container never ran");
     const before = await podProcesses();
     const listening = await socketListeningSince(vm);
@@ -471,7 +484,7 @@ if (!existsSync(KUBELET)) {
     await vm.run(`cat >${MANIFESTS}/oom.json`, { input: JSON.stringify(OOM_POD, null, 2) });
     const since = Date.now();
     // kubelet reads the manifest directory every 20 s; then a sandbox, the container, its first exit.
-    const exited = await waitFor(async () => (await vm.run(`${crictl} ps -a -q --name '^hog$' --state exited`, { timeoutMs: 180_000 })).trim().split("\n")[0] || undefined);
+    const exited = await waitFor(() => firstListed(vm, `${crictl} ps -a -q --name '^hog$' --state exited`));
     if (!exited) {
       const state = output(await vm.ssh(`${crictl} ps -a --name hog; journalctl -u kubelet --no-pager -o cat | grep -i hog | tail -n 10`));
       t.fail(`the container never exited: the OOM kill did not take its shell\n${state}`);
