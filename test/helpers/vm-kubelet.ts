@@ -121,3 +121,8 @@ export function podManifest(name: string, ...containers: Record<string, unknown>
     spec: { terminationGracePeriodSeconds: 5, containers: containers.map((c) => ({ image: BUSYBOX, imagePullPolicy: "Never", ...c })) },
   };
 }
+
+/** The manifest with `fields` added to its pod spec (restartPolicy, hostUsers, volumes). */
+export function withSpec(manifest: Record<string, unknown>, fields: Record<string, unknown>): Record<string, unknown> {
+  return { ...manifest, spec: { ...(manifest.spec as Record<string, unknown>), ...fields } };
+}

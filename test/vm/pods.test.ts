@@ -46,7 +46,7 @@ import { existsSync } from "node:fs";
 import { CRICTL, DEFAULT_PAUSE_IMAGE } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 import { buildDebAs, ensureDebInstalled, installDeb, shellQuote, suiteSetup, waitFor, type RunResult, type VmNode } from "../helpers/vm-node.ts";
-import { buildKubeletImages, KUBELET, kubeletConfig, MANIFESTS, NODE_NAME, podManifest, prepareKubeletNode, READ_ONLY_PORT, startKubelet } from "../helpers/vm-kubelet.ts";
+import { buildKubeletImages, KUBELET, kubeletConfig, MANIFESTS, NODE_NAME, podManifest, prepareKubeletNode, READ_ONLY_PORT, startKubelet, withSpec } from "../helpers/vm-kubelet.ts";
 
 const POD = "limits";
 /** A swap file, on from before kubelet starts: kubelet's NoSwap must still give memory.swap.max 0. */
@@ -73,11 +73,19 @@ const LIMITS_POD = podManifest(POD, {
  * inside that window, alone (docs/architecture.md, "cgroup v2 `unified`
  * keys").
  */
-const OOM_POD = podManifest("oom", {
-  name: "hog",
-  command: ["sh", "-c", "sleep 36000 & sleep 10; dd if=/dev/zero of=/dev/null bs=64M; wait"],
-  resources: { limits: { memory: "32Mi" }, requests: { memory: "16Mi" } },
-});
+/**
+ * restartPolicy Never: kubelet keeps the killed container for the test to
+ * inspect. Under Always it restarts it, and the next kill's garbage collection
+ * removed the first between its listing and its inspection (CI, 2026-12-02).
+ */
+const OOM_POD = withSpec(
+  podManifest("oom", {
+    name: "hog",
+    command: ["sh", "-c", "sleep 36000 & sleep 10; dd if=/dev/zero of=/dev/null bs=64M; wait"],
+    resources: { limits: { memory: "32Mi" }, requests: { memory: "16Mi" } },
+  }),
+  { restartPolicy: "Never" },
+);
 
 /**
  * Writes a numbered line every 10 ms: its CRI log must hold each number
