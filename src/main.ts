@@ -44,6 +44,7 @@ import { runCheck } from "./check/command.ts";
 import { CRIDOCK_VERSION } from "./version.ts";
 import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
+import { OciLayerLookup } from "./oci/layer.ts";
 import { decideOomScorePolicy, readOomScoreFacts, type OomScorePolicy } from "./runtime/container/oom-score.ts";
 
 
@@ -119,6 +120,11 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   // Written when the boot changed only: the same boot's restarts need no fsynced write.
   if (bootId && bootId !== recordedBootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
 
+  // What Docker's API cannot carry goes into the OCI spec through cridock's runtime layer, where dockerd has it.
+  const ociLayer = new OciLayerLookup(
+    () => docker.info(),
+    (reason) => log.warn({ reason }, "no OCI runtime layer: cgroup v2 unified settings are written after each container starts, not before its first instruction"),
+  );
   const containers = new ContainerManager({
     docker,
     sandboxes,
@@ -132,6 +138,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     rootDirectory: config.rootDirectory,
     cgroupDriver: () => status.cgroupDriver(),
     requestTimeoutMs: config.runtimeRequestTimeoutMs,
+    ociLayer: () => ociLayer.current(),
   });
   // Log writers of containers that ran on while cridock was down pick up where they stopped.
   await containers.resumeLogs().catch((err) => log.error({ err }, "could not resume container log writers"));
@@ -270,6 +277,9 @@ async function startPodNetwork(
 
 export async function main(argv: string[]): Promise<number> {
   if (argv[0] === "check") return await runCheck(argv.slice(1));
+  // The OCI runtime layer's commands (src/oci/): loaded only when asked for.
+  if (argv[0] === "oci-edit") return await (await import("./oci/edit-command.ts")).runOciEdit(argv.slice(1));
+  if (argv[0] === "oci-layer") return await (await import("./oci/layer-command.ts")).runOciLayer(argv.slice(1));
   let parsed;
   try {
     parsed = parseConfig(argv);

@@ -36,6 +36,8 @@ export interface NodeFacts {
   oomScore: OomScorePolicy | { error: string };
   pause: { image: string; present: boolean; pullable?: boolean; error?: string };
   streaming: { host: string; port: number; bindable: boolean; error?: string };
+  /** cridock's OCI runtime layer as dockerd has it (src/oci/layer.ts); undefined when dockerd does not answer. */
+  ociLayer?: { ready: true; runtime: string; launcher: string; delegate: string } | { ready: false; reason: string };
   socket:
     | { activated: true }
     | { activated: false; path: string; state: "absent" | "stale" | "live" | "not-socket"; mode?: number; dirUsable: boolean; dirError?: string };
@@ -58,6 +60,7 @@ export function evaluate(facts: NodeFacts): CheckItem[] {
     rootItem(facts),
     capabilitiesItem(facts),
     oomScoreItem(facts),
+    ociLayerItem(facts),
     pauseItem(facts),
     streamingItem(facts),
     socketItem(facts),
@@ -99,6 +102,20 @@ function cgroupItem({ docker, hostCgroupVersion }: NodeFacts): CheckItem {
     return { name: "cgroup", verdict: "warn", detail: `${detail} (cgroup v1 is deprecated by kubelet 1.31+)`, fix: `${kubelet}; move the node to cgroup v2 (systemd.unified_cgroup_hierarchy=1) when you can` };
   }
   return { name: "cgroup", verdict: "ok", detail: `${detail}; ${kubelet}` };
+}
+
+function ociLayerItem({ docker, hostCgroupVersion, ociLayer }: NodeFacts): CheckItem {
+  const name = "oci-layer";
+  if (!docker.ok || !ociLayer) return { name, verdict: "warn", detail: "unknown: dockerd does not answer" };
+  if (ociLayer.ready) return { name, verdict: "ok", detail: `runtime "${ociLayer.runtime}" → ${ociLayer.launcher} (real runtime ${ociLayer.delegate}): unified settings are in force before a container's first instruction` };
+  const v2 = (docker.cgroupVersion ?? String(hostCgroupVersion ?? "")) === "2";
+  if (!v2) return { name, verdict: "ok", detail: `not registered, and not needed on cgroup v1 (${ociLayer.reason})` };
+  return {
+    name,
+    verdict: "warn",
+    detail: `${ociLayer.reason}; without it, kubelet's unified settings (memory.oom.group) are written after each container starts, not before its first instruction`,
+    fix: "cridock oci-layer install",
+  };
 }
 
 function cniItem({ cni }: NodeFacts): CheckItem {

@@ -11,6 +11,7 @@ import { access, constants, readFile, stat, statfs } from "node:fs/promises";
 import { createServer, connect } from "node:net";
 import { dirname } from "node:path";
 import type { Config } from "../config.ts";
+import { inspectLayer } from "../oci/layer.ts";
 import { DockerClient } from "../docker/client.ts";
 import { describeCause } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -41,9 +42,19 @@ export async function probeNode(config: Config, log: Logger): Promise<NodeFacts>
     ]);
     const pause = dockerFacts.ok ? await probePause(docker, config.podInfraContainerImage) : { image: config.podInfraContainerImage, present: false, error: "dockerd does not answer" };
     const privileged = await probePrivileged(docker, { dockerUp: dockerFacts.ok, pause, capabilities });
-    return { dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, oomScore, pause, streaming, socket };
+    const ociLayer = dockerFacts.ok ? await probeOciLayer(docker) : undefined;
+    return { dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, oomScore, ociLayer, pause, streaming, socket };
   } finally {
     await docker.close();
+  }
+}
+
+async function probeOciLayer(docker: DockerClient): Promise<NodeFacts["ociLayer"]> {
+  try {
+    const state = await inspectLayer(await docker.info());
+    return state.ready ? { ready: true, runtime: state.layer.runtime, launcher: state.layer.launcher, delegate: state.layer.delegate } : state;
+  } catch (err) {
+    return { ready: false, reason: `dockerd's runtimes could not be read: ${describeCause(err)}` };
   }
 }
 

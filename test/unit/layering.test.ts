@@ -47,6 +47,12 @@ function forbidden(from: string): (to: string, toFile: string) => boolean {
     const sideways = from === "logs" ? ["network", "stats", "store"] : BACKENDS.filter((b) => b !== from);
     return (to, file) => top(to, file) || to.startsWith("runtime") || UPPER.includes(to) || sideways.includes(to);
   }
+  // oci/ is the OCI runtime layer (cridock's own runtime in front of runc): a
+  // backend that reads dockerd's answers and checks unified keys as the runtime does.
+  if (from === "oci") {
+    return (to, file) =>
+      top(to, file) || UPPER.includes(to) || (to.startsWith("runtime") && !/\/runtime\/unified-keys\.ts$/.test(file)) || ["network", "stats", "store", "logs"].includes(to);
+  }
   if (from.startsWith("runtime")) return (to, file) => top(to, file) || UPPER.includes(to);
   if (from === "streaming") return (to, file) => top(to, file) || to === "cri" || to === "metrics";
   if (from === "cri") return (to, file) => top(to, file) || to === "metrics";

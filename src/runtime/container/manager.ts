@@ -32,6 +32,7 @@ import { KernelOomLog, type OomKillLookup } from "./kernel-oom-log.ts";
 import { CHECKPOINT_WORK_DIRECTORY, ContainerCheckpointer, type CheckpointResult } from "./checkpoint.ts";
 import { checkedLocation, checkpointDeadlineMs } from "./checkpoint-request.ts";
 import { CheckpointImages } from "./checkpoint-image.ts";
+import type { OciLayer } from "../../oci/layer.ts";
 import {
   CRIU_CGROUP_REMEDY,
   ContainerRestorer,
@@ -63,6 +64,8 @@ export interface ContainerManagerOptions extends CreateOptions {
   requestTimeoutMs?: number;
   /** Where containerd keeps Docker's bundles (checkpoint.ts's default otherwise; tests). */
   bundleDirectories?: readonly string[];
+  /** cridock's OCI runtime layer, when dockerd has it (src/oci/layer.ts). */
+  ociLayer?: () => Promise<OciLayer | undefined>;
 }
 
 const FULL_ID = /^[0-9a-f]{64}$/;
@@ -108,7 +111,7 @@ export class ContainerManager {
     this.log = options.log.child({ component: "containers" });
     const cgroups = options.cgroups ?? new CgroupReader();
     const files = new UnifiedCgroups(cgroups);
-    this.unified = new UnifiedSettings(options.docker, files, this.log, options.cgroupDriver);
+    this.unified = new UnifiedSettings(options.docker, files, this.log, options.cgroupDriver, options.ociLayer);
     this.resizer = new ContainerResizer(options.docker, cgroups, files, options.oomScore);
     this.oomKills = options.oomKills ?? new KernelOomLog(this.log);
     const rootDirectory = options.rootDirectory || "/var/lib/cridock";
@@ -168,6 +171,8 @@ export class ContainerManager {
     const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
     if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
     const body = await createBody(spec, view, image.id, targetId, this.options, context);
+    const runtime = await this.unified.runtimeForCreate(spec.resources?.unified ?? {}, body.HostConfig ?? {}, context.cgroupVersion);
+    if (runtime) body.HostConfig = { ...body.HostConfig, Runtime: runtime };
     if (restore) body.Labels = { ...body.Labels, [RESTORE_LABEL]: restore.source };
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
@@ -245,11 +250,12 @@ export class ContainerManager {
       }
       const logPath = c.Config.Labels?.[LOG_PATH_LABEL] ?? "";
       // Planned before the start: a key this node cannot carry out (cgroup v1) starts nothing.
-      const files = await this.unified.filesForStart(c);
+      const unified = await this.unified.planStart(c);
       const restoreFrom = c.Config.Labels?.[RESTORE_LABEL];
       try {
         const checkpoint = restoreFrom ? RESTORE_CHECKPOINT : undefined;
-        await timer.time(restoreFrom ? "docker.start.restore" : "docker.start", () => this.docker.startContainer(c.Id, { checkpoint }));
+        const start = () => this.docker.startContainer(c.Id, { checkpoint });
+        await timer.time(restoreFrom ? "docker.start.restore" : "docker.start", () => (unified?.via === "spec" ? this.unified.withSpecEdits(c.Id, unified, start) : start()));
       } catch (err) {
         this.startFailures.set(c.Id, true);
         // Docker reports no "die" for a start that failed: say it, for GetContainerEvents.
@@ -269,9 +275,9 @@ export class ContainerManager {
       const startLogs = () => this.options.logs.start(c.Id, logPath, Boolean(c.Config.Tty), c.HostConfig.LogConfig?.Type);
       if (restoreFrom) await timer.time("restore.cgroup", () => this.checkRestoredCgroup(c.Id, id, restoreFrom, logPath ? startLogs : undefined));
       let unifiedWindowMs: number | undefined;
-      if (files) {
+      if (unified?.via === "cgroup") {
         try {
-          unifiedWindowMs = await this.unified.writeAfterStart(c.Id, files, performance.now(), timer);
+          unifiedWindowMs = await this.unified.writeAfterStart(c.Id, unified.files, performance.now(), timer);
         } catch (err) {
           // Not left running half-configured: stopped (as containerd fails a start whose runc
           // cannot write a unified key), with its output copied; kubelet sees the attempt exit.
@@ -281,7 +287,7 @@ export class ContainerManager {
         }
       }
       if (logPath) await timer.time("logs.start", startLogs);
-      this.log.info({ container: c.Id, unifiedWindowMs, restoredFrom: restoreFrom }, restoreFrom ? "restored container from its checkpoint" : "started container");
+      this.log.info({ container: c.Id, unifiedWindowMs, unifiedIn: unified?.via, restoredFrom: restoreFrom }, restoreFrom ? "restored container from its checkpoint" : "started container");
       timer.finish(this.log, { container: c.Id });
     });
   }

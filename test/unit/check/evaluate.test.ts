@@ -11,6 +11,7 @@ function goodFacts(): NodeFacts {
     capabilities: { granted: ["CAP_CHOWN"], missing: [] },
     privileged: { tried: false, reason: "the bounding set is full" },
     oomScore: { restricted: false, hostRestricted: false, floor: 0, reason: "scores can be lowered" },
+    ociLayer: { ready: true, runtime: "cridock", launcher: "/var/lib/cridock/oci-runtime", delegate: "/usr/sbin/runc" },
     pause: { image: "registry.k8s.io/pause:3.10.2", present: true },
     streaming: { host: "127.0.0.1", port: 0, bindable: true },
     socket: { activated: false, path: "/var/run/cridock.sock", state: "absent", dirUsable: true },
@@ -25,7 +26,7 @@ function item(facts: NodeFacts, name: string) {
 
 t.test("a good node: every item OK, exit 0, one line each", async (t) => {
   const items = evaluate(goodFacts());
-  t.same(items.map((i) => i.name), ["docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "pause-image", "streaming", "socket"]);
+  t.same(items.map((i) => i.name), ["docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "oci-layer", "pause-image", "streaming", "socket"]);
   t.ok(items.every((i) => i.verdict === "ok"), formatItems(items));
   t.equal(exitCode(items), 0);
   t.equal(formatItems(items).split("\n").length, items.length);
@@ -106,6 +107,15 @@ t.test("absent but pullable pause image, no-op network, fd:// socket are fine", 
   f.socket = { activated: true };
   t.equal(exitCode(evaluate(f)), 0);
   t.match(item(f, "socket").detail, /SocketMode=0660/);
+});
+
+t.test("oci-layer: a cgroup v2 node without the layer warns with the command that registers it; v1 does not need it", async (t) => {
+  const item = (facts: Partial<NodeFacts>) => evaluate({ ...goodFacts(), ...facts }).find((i) => i.name === "oci-layer")!;
+  const absent = { ready: false as const, reason: 'dockerd has no runtime named "cridock"' };
+  t.match(item({ ociLayer: absent }), { verdict: "warn", detail: /written after each container starts/, fix: "cridock oci-layer install" });
+  const v1 = { ok: true as const, version: "20.10.24", apiVersion: "1.41", cgroupDriver: "cgroupfs", cgroupVersion: "1" };
+  t.match(item({ ociLayer: absent, docker: v1 }), { verdict: "ok", detail: /not needed on cgroup v1/ });
+  t.match(item({}), { verdict: "ok", detail: /in force before a container's first instruction/ });
 });
 
 t.test("mountOf finds the longest mount point holding a path", async (t) => {

@@ -1,0 +1,83 @@
+/**
+ * The hand-over between cridock and its runtime layer: a container's spec
+ * edits, as <edits dir>/<container id>.json, written by StartContainer just
+ * before Docker's start (which is when containerd calls the runtime's
+ * `create`) and removed once the start has returned. The directory and its
+ * files are root's alone (0700, 0600): whoever can write an edit can change
+ * a container's cgroup, so `cridock oci-edit` refuses files anyone else
+ * owns or can write (readEdits).
+ */
+import { lstat, mkdir, open, readdir, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+import process from "node:process";
+import { parseSpecEdits, type SpecEdits } from "./spec-edits.ts";
+
+const CONTAINER_ID = /^[0-9a-f]{64}$/;
+
+function editsPath(dir: string, id: string): string {
+  if (!CONTAINER_ID.test(id)) throw new Error(`"${id.slice(0, 80)}" is not a full Docker container id`);
+  return join(dir, `${id}.json`);
+}
+
+export class SpecEditsStore {
+  constructor(readonly dir: string) {}
+
+  /** Records the edits for container `id`'s next runtime create (atomically: the layer never reads half a file). */
+  async write(id: string, edits: SpecEdits): Promise<void> {
+    const path = editsPath(this.dir, id);
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    const temp = `${path}.${process.pid}.tmp`;
+    const file = await open(temp, "w", 0o600);
+    try {
+      await file.writeFile(JSON.stringify(edits));
+    } finally {
+      await file.close();
+    }
+    await rename(temp, path);
+  }
+
+  async remove(id: string): Promise<void> {
+    await rm(editsPath(this.dir, id), { force: true });
+  }
+
+  /** Removes the edits of containers not in `live` (a start that never returned: cridock stopped meanwhile). */
+  async sweep(live: (id: string) => boolean): Promise<string[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch {
+      return [];
+    }
+    const removed: string[] = [];
+    for (const name of names) {
+      const id = name.replace(/\.json$/, "");
+      if (CONTAINER_ID.test(id) && name === `${id}.json` && live(id)) continue;
+      await rm(join(this.dir, name), { force: true });
+      removed.push(name);
+    }
+    return removed;
+  }
+}
+
+/** Owned by root (or by this process's user) and writable by nobody else. */
+async function checkOwnership(path: string, what: string): Promise<void> {
+  const s = await lstat(path);
+  const me = process.getuid?.() ?? 0;
+  if (s.isSymbolicLink()) throw new Error(`${what} ${path} is a symbolic link`);
+  if (s.uid !== 0 && s.uid !== me) throw new Error(`${what} ${path} is owned by uid ${s.uid}, not root`);
+  if ((s.mode & 0o022) !== 0) throw new Error(`${what} ${path} is writable by group or others (mode ${(s.mode & 0o777).toString(8)})`);
+}
+
+/** The layer's side: the edits at `path`, after checking the file and its directory are root's alone. */
+export async function readEdits(path: string): Promise<SpecEdits> {
+  await checkOwnership(join(path, ".."), "the edits directory");
+  await checkOwnership(path, "the edits file");
+  const file = await open(path, "r");
+  try {
+    const size = (await file.stat()).size;
+    if (size > 1024 * 1024) throw new Error(`the edits file ${path} is ${size} bytes, more than any edit needs`);
+    return parseSpecEdits(await file.readFile("utf8"));
+  } finally {
+    await file.close();
+  }
+}

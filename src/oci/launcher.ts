@@ -1,0 +1,112 @@
+/**
+ * The OCI runtime layer's launcher: the executable Docker runs in place of
+ * runc for the containers cridock creates with the layer's runtime name
+ * (daemon.json `runtimes`, registration.ts). It is a POSIX shell script,
+ * not cridock itself, because containerd's shim calls the runtime for every
+ * state, kill, delete and exec (each of kubelet's exec probes): those go to
+ * the real runtime through one `exec`, at the cost of a shell's start. Only
+ * a `create` or `restore` of a container for which cridock recorded spec
+ * edits (edits-store.ts) starts cridock, as `cridock oci-edit`, which adds
+ * them to the bundle's config.json (edit-command.ts); then the call goes on
+ * to the real runtime unchanged. An edit that fails fails the call: the
+ * container is never run without what was asked.
+ *
+ * The script is written by `cridock oci-layer install` with its three
+ * settings baked in (the real runtime, the edits directory, the command
+ * that runs cridock), so Docker needs no runtimeArgs, and cridock reads the
+ * edits directory back from it (parseLauncher).
+ */
+
+/** The first lines of every launcher; parseLauncher accepts nothing else. */
+export const LAUNCHER_MARKER = "# cridock OCI runtime layer, launcher format 1";
+
+export interface LauncherSettings {
+  /** The real OCI runtime every call ends in (runc, or the one a RuntimeClass names). */
+  delegate: string;
+  /** Where cridock leaves a container's spec edits, as <id>.json. */
+  editsDir: string;
+  /** The command that runs cridock (its executable; or node, its flags and the script). */
+  cridock: readonly string[];
+}
+
+/** One shell word: single-quoted, a quote inside written as '\''. */
+export function shellWord(word: string): string {
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/** Whether `value` may be baked into the script: an absolute path of printable characters. */
+function checkPath(what: string, value: string): void {
+  if (!value.startsWith("/") || /[\0-\x1f\x7f]/.test(value)) throw new Error(`the layer's ${what} "${value}" must be an absolute path of printable characters`);
+}
+
+export function renderLauncher(settings: LauncherSettings): string {
+  checkPath("runtime", settings.delegate);
+  checkPath("edits directory", settings.editsDir);
+  if (settings.cridock.length === 0) throw new Error("the layer needs the command that runs cridock");
+  checkPath("cridock command", settings.cridock[0]!);
+  const cridock = settings.cridock.map(shellWord).join(" ");
+  // runc's global options that take a value (the rest are flags); a value is never the subcommand.
+  return `#!/bin/sh
+${LAUNCHER_MARKER}
+# Written by \`cridock oci-layer install\`; an install rewrites it. Docker runs it in
+# place of runc. A create or restore of a container with spec edits recorded by
+# cridock has them added to the bundle's config.json first; every call then goes
+# on, unchanged, to the real runtime.
+DELEGATE=${shellWord(settings.delegate)}
+EDITS_DIR=${shellWord(settings.editsDir)}
+
+cmd= bundle= log= want= id=
+for arg do
+	if [ -n "$want" ]; then
+		case $want in bundle) bundle=$arg ;; log) log=$arg ;; esac
+		want=
+		continue
+	fi
+	id=$arg
+	if [ -z "$cmd" ]; then
+		case $arg in
+		--log) want=log ;;
+		--log=*) log=\${arg#--log=} ;;
+		--root | --log-format | --criu | --rootless) want=skip ;;
+		-*) ;;
+		*) cmd=$arg ;;
+		esac
+	else
+		case $arg in
+		--bundle | -b) want=bundle ;;
+		--bundle=*) bundle=\${arg#--bundle=} ;;
+		-b=*) bundle=\${arg#-b=} ;;
+		esac
+	fi
+done
+
+case $cmd in
+create | restore)
+	# Container ids are what Docker makes them: never a path.
+	case $id in
+	*/* | .* | '') ;;
+	*)
+		if [ -e "$EDITS_DIR/$id.json" ]; then
+			${cridock} oci-edit --bundle "\${bundle:-.}" --edits "$EDITS_DIR/$id.json" --log "$log" || exit 1
+		fi
+		;;
+	esac
+	;;
+esac
+exec "$DELEGATE" "$@"
+`;
+}
+
+/** The settings of a launcher cridock wrote, or undefined for any other file. */
+export function parseLauncher(text: string): Pick<LauncherSettings, "delegate" | "editsDir"> | undefined {
+  const lines = text.split("\n");
+  if (lines[0] !== "#!/bin/sh" || lines[1] !== LAUNCHER_MARKER) return undefined;
+  const value = (name: string) => {
+    const line = lines.find((l) => l.startsWith(`${name}='`));
+    if (!line) return undefined;
+    return line.slice(name.length + 2, -1).replaceAll(`'\\''`, "'");
+  };
+  const delegate = value("DELEGATE");
+  const editsDir = value("EDITS_DIR");
+  return delegate && editsDir ? { delegate, editsDir } : undefined;
+}

@@ -1,0 +1,212 @@
+/**
+ * `cridock oci-layer install | uninstall | status`: puts cridock's OCI
+ * runtime layer (launcher.ts) in front of dockerd's runc, or takes it away.
+ *
+ * install writes the launcher, registers it in daemon.json's `runtimes`
+ * (merged with the operator's settings: daemon-config.ts) and sends dockerd
+ * SIGHUP, which reloads the runtimes without restarting dockerd or any
+ * container; it then waits until /info lists the runtime. uninstall removes
+ * the registration the same way; the launcher file stays while a container
+ * still runs under it (containerd's shim calls it to stop and delete that
+ * container), and goes otherwise. Both are idempotent.
+ */
+import { access, chmod, constants, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import process from "node:process";
+import { parseArgs } from "node:util";
+import { DockerClient } from "../docker/client.ts";
+import type { DockerInfo } from "../docker/types.ts";
+import { createLogger } from "../log.ts";
+import { withoutRuntime, withRuntime } from "./daemon-config.ts";
+import { renderLauncher } from "./launcher.ts";
+import { inspectLayer, LAYER_RUNTIME } from "./layer.ts";
+import { describeCause } from "../errors.ts";
+
+const OPTIONS = {
+  "docker-endpoint": { type: "string", default: "unix:///var/run/docker.sock" },
+  "daemon-json": { type: "string", default: "/etc/docker/daemon.json" },
+  "docker-pid-file": { type: "string", default: "/var/run/docker.pid" },
+  launcher: { type: "string", default: "/var/lib/cridock/oci-runtime" },
+  "edits-dir": { type: "string", default: "/run/cridock/oci-edits" },
+  runtime: { type: "string" },
+  "no-reload": { type: "boolean", default: false },
+  help: { type: "boolean", default: false },
+} as const;
+
+const USAGE = `Usage: cridock oci-layer install|uninstall|status [flags]
+
+Registers cridock's OCI runtime layer with dockerd (daemon.json "runtimes",
+reloaded with SIGHUP: no container restarts), removes it, or says whether
+dockerd has it. With the layer, what Docker's API cannot say (cgroup v2
+unified settings) is in force before a container's first instruction.
+
+  --docker-endpoint URL  dockerd's socket (default unix:///var/run/docker.sock)
+  --daemon-json FILE     dockerd's configuration (default /etc/docker/daemon.json)
+  --docker-pid-file FILE dockerd's pid file, for SIGHUP (default /var/run/docker.pid)
+  --launcher FILE        where the launcher is written (default /var/lib/cridock/oci-runtime)
+  --edits-dir DIR        where cridock leaves spec edits (default /run/cridock/oci-edits)
+  --runtime FILE         the real OCI runtime (default: dockerd's runc, found on its PATH)
+  --no-reload            write the files, signal nothing (dockerd reads them when it starts)`;
+
+type Flags = { [K in keyof typeof OPTIONS]: (typeof OPTIONS)[K] extends { type: "boolean" } ? boolean : string | undefined };
+
+export async function runOciLayer(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (err) {
+    process.stderr.write(`cridock oci-layer: ${(err as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const flags = parsed.values as Flags;
+  const [action, ...extra] = parsed.positionals;
+  if (flags.help) {
+    process.stdout.write(USAGE + "\n");
+    return 0;
+  }
+  if (!action || extra.length > 0 || !["install", "uninstall", "status"].includes(action)) {
+    process.stderr.write(`cridock oci-layer: say install, uninstall or status\n\n${USAGE}\n`);
+    return 2;
+  }
+  const docker = new DockerClient({ endpoint: flags["docker-endpoint"]!, requestTimeoutMs: 10_000, logger: createLogger("error") });
+  try {
+    if (action === "install") await install(docker, flags);
+    else if (action === "uninstall") await uninstall(docker, flags);
+    else return await status(docker);
+    return 0;
+  } catch (err) {
+    process.stderr.write(`cridock oci-layer ${action}: ${describeCause(err)}\n`);
+    return 1;
+  } finally {
+    await docker.close();
+  }
+}
+
+async function readOptional(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+}
+
+async function writeAtomically(path: string, text: string, mode: number): Promise<void> {
+  await mkdir(dirname(path), { recursive: true, mode: 0o755 });
+  const temp = `${path}.cridock-${process.pid}`;
+  await writeFile(temp, text, { mode });
+  await chmod(temp, mode);
+  await rename(temp, path);
+}
+
+async function dockerInfo(docker: DockerClient): Promise<DockerInfo | undefined> {
+  return docker.info().catch(() => undefined);
+}
+
+/** The command that runs this cridock again: its executable, or node (or deno) with its flags and script. */
+function cridockCommand(): string[] {
+  const deno = (globalThis as { Deno?: unknown }).Deno !== undefined;
+  const script = process.argv[1];
+  const executable = !script || script === process.execPath || process.argv[0] === script;
+  if (executable) return [process.execPath];
+  return deno ? [process.execPath, "run", "--allow-all", script] : [process.execPath, ...process.execArgv, script];
+}
+
+/** `name` on dockerd's PATH (from its environment), as dockerd resolves its own runc. */
+async function resolveOnDockerdPath(name: string, pidFile: string): Promise<string | undefined> {
+  if (name.startsWith("/")) return name;
+  let path = process.env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  const pid = (await readOptional(pidFile))?.trim();
+  if (pid && /^\d+$/.test(pid)) {
+    const environ = await readOptional(`/proc/${pid}/environ`).catch(() => undefined);
+    const fromDockerd = environ?.split("\0").find((e) => e.startsWith("PATH="));
+    if (fromDockerd) path = fromDockerd.slice(5);
+  }
+  for (const dir of path.split(":")) {
+    if (!dir.startsWith("/")) continue;
+    const candidate = join(dir, name);
+    if (await access(candidate, constants.X_OK).then(() => true, () => false)) return candidate;
+  }
+  return undefined;
+}
+
+async function realRuntime(docker: DockerClient, flags: Flags): Promise<string> {
+  if (flags.runtime) return flags.runtime;
+  const info = await dockerInfo(docker);
+  const name = info ? (info.Runtimes?.[info.DefaultRuntime ?? "runc"]?.path ?? "runc") : "runc";
+  const found = await resolveOnDockerdPath(name, flags["docker-pid-file"]!);
+  if (!found) throw new Error(`dockerd's runtime ${name} was not found on its PATH; name it with --runtime`);
+  return found;
+}
+
+/** SIGHUP to dockerd, then /info until `loaded` holds (dockerd logs why it refused a reload). */
+async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerInfo) => boolean, what: string): Promise<void> {
+  if (flags["no-reload"]) return;
+  const pid = (await readOptional(flags["docker-pid-file"]!))?.trim();
+  if (!pid || !/^\d+$/.test(pid)) {
+    process.stderr.write(`cridock oci-layer: no dockerd pid in ${flags["docker-pid-file"]}: dockerd reads daemon.json when it starts\n`);
+    return;
+  }
+  try {
+    process.kill(Number(pid), "SIGHUP");
+  } catch (err) {
+    process.stderr.write(`cridock oci-layer: dockerd (pid ${pid}) is not running (${(err as Error).message}): it reads daemon.json when it starts\n`);
+    return;
+  }
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const info = await dockerInfo(docker);
+    if (info && loaded(info)) return;
+    if (Date.now() > deadline) throw new Error(`dockerd (pid ${pid}) did not ${what} within 20 s of SIGHUP: its log says why it refused ${flags["daemon-json"]}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function install(docker: DockerClient, flags: Flags): Promise<void> {
+  const launcher = flags.launcher!;
+  const delegate = await realRuntime(docker, flags);
+  await writeAtomically(launcher, renderLauncher({ delegate, editsDir: flags["edits-dir"]!, cridock: cridockCommand() }), 0o755);
+  const daemonJson = flags["daemon-json"]!;
+  const updated = withRuntime(await readOptional(daemonJson), LAYER_RUNTIME, launcher, daemonJson);
+  if (updated !== undefined) await writeAtomically(daemonJson, updated, 0o644);
+  const loaded = (info: DockerInfo) => info.Runtimes?.[LAYER_RUNTIME]?.path === launcher;
+  // A reinstall (a package upgrade) over a dockerd that has it already signals nothing.
+  const info = updated === undefined ? await dockerInfo(docker) : undefined;
+  if (!info || !loaded(info)) await reload(docker, flags, loaded, "load the runtime");
+  process.stdout.write(`cridock oci-layer: runtime "${LAYER_RUNTIME}" → ${launcher} (real runtime ${delegate}) registered in ${daemonJson}\n`);
+}
+
+async function containersUsing(docker: DockerClient, runtime: string): Promise<string[]> {
+  const using: string[] = [];
+  for (const c of await docker.listContainers()) {
+    const inspect = await docker.inspectContainer(c.Id).catch(() => undefined);
+    if (inspect?.HostConfig.Runtime === runtime) using.push(c.Id.slice(0, 12));
+  }
+  return using;
+}
+
+async function uninstall(docker: DockerClient, flags: Flags): Promise<void> {
+  const daemonJson = flags["daemon-json"]!;
+  const updated = withoutRuntime(await readOptional(daemonJson), LAYER_RUNTIME, daemonJson);
+  if (updated !== undefined) await writeAtomically(daemonJson, updated, 0o644);
+  await reload(docker, flags, (info) => !info.Runtimes?.[LAYER_RUNTIME], "drop the runtime");
+  const using = (await dockerInfo(docker)) ? await containersUsing(docker, LAYER_RUNTIME) : [];
+  if (using.length > 0) {
+    process.stdout.write(`cridock oci-layer: unregistered; ${flags.launcher} stays while ${using.length} container(s) created under it exist (${using.slice(0, 5).join(", ")})\n`);
+    return;
+  }
+  await rm(flags.launcher!, { force: true });
+  await rm(flags["edits-dir"]!, { recursive: true, force: true });
+  process.stdout.write(`cridock oci-layer: unregistered from ${daemonJson}; ${flags.launcher} removed\n`);
+}
+
+async function status(docker: DockerClient): Promise<number> {
+  const info = await dockerInfo(docker);
+  if (!info) {
+    process.stdout.write("dockerd does not answer\n");
+    return 1;
+  }
+  const state = await inspectLayer(info);
+  process.stdout.write(state.ready ? `ready: runtime "${state.layer.runtime}" → ${state.layer.launcher}, real runtime ${state.layer.delegate}\n` : `not ready: ${state.reason}\n`);
+  return state.ready ? 0 : 1;
+}
