@@ -70,11 +70,14 @@ export const CONTAINERD_STORE_TESTS = [
 
 /**
  * Integration tests whose subject is not the engine (the npm package's
- * install and systemd socket activation): they run with the primary only.
+ * install, systemd socket activation, the OCI layer on a dockerd of its
+ * own): they run with the primary only.
  */
 export const ENGINE_INDEPENDENT_TESTS = [
   "test/integration/service/install.test.ts",
   "test/integration/service/socket-activation.test.ts",
+  // Its own dockerd (Debian's), never the engine under test.
+  "test/integration/oci/layer.test.ts",
 ];
 
 /** A refusal of the arguments or the environment, reported as one line. */

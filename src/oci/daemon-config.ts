@@ -36,11 +36,14 @@ export function withRuntime(text: string | undefined, name: string, launcher: st
   return format({ ...config, runtimes: { ...config.runtimes, [name]: { path: launcher } } });
 }
 
-/** The file without `runtimes.<name>` (and without an emptied `runtimes`); undefined when it has none. */
+/**
+ * The file without `runtimes.<name>`; undefined when it has none. An emptied
+ * `runtimes` stays, as `{}`: dockerd's reload replaces its runtimes only
+ * when the key is there, so without it a SIGHUP keeps the removed runtime.
+ */
 export function withoutRuntime(text: string | undefined, name: string, path = "daemon.json"): string | undefined {
   const config = parse(text, path);
   if (!config.runtimes || !(name in config.runtimes)) return undefined;
   const { [name]: _removed, ...others } = config.runtimes;
-  const { runtimes: _old, ...rest } = config;
-  return format(Object.keys(others).length > 0 ? { ...rest, runtimes: others } : rest);
+  return format({ ...config, runtimes: others });
 }

@@ -14,7 +14,7 @@
  * shim looks runc up on PATH), and its docker-proxy is named explicitly.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { existsSync } from "node:fs";
 import { dirname, join, isAbsolute } from "node:path";
@@ -24,6 +24,11 @@ import { unmountUnder } from "./mounts.ts";
 export interface PrivateDockerd {
   socketPath: string;
   endpoint: string;
+  /** Its own working directory (data and exec roots, pid file, configuration). */
+  dir: string;
+  pidFile: string;
+  /** Its daemon.json (`--config-file`), when asked for one; else it reads none of its own. */
+  configFile?: string;
   start(): Promise<void>;
   stop(): Promise<void>;
   destroy(): Promise<void>;
@@ -56,6 +61,8 @@ export interface PrivateDockerdOptions {
   bridge?: string;
   /** dockerd binary; default $CRIDOCK_TEST_DOCKERD_BIN or `dockerd` on PATH. */
   binary?: string;
+  /** Give it a daemon.json of its own (starting as `{}`), never the node's /etc/docker/daemon.json. */
+  configFile?: boolean;
 }
 
 export async function privateDockerd(options: PrivateDockerdOptions = {}): Promise<PrivateDockerd> {
@@ -73,10 +80,16 @@ export async function privateDockerd(options: PrivateDockerdOptions = {}): Promi
   const env = binDir ? { ...process.env, PATH: `${binDir}:${process.env.PATH ?? ""}` } : process.env;
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
+  const pidFile = join(dir, "docker.pid");
+  const configFile = options.configFile ? join(dir, "daemon.json") : undefined;
+  if (configFile) await writeFile(configFile, "{}\n");
 
   const self: PrivateDockerd = {
     socketPath,
     endpoint: `unix://${socketPath}`,
+    dir,
+    pidFile,
+    configFile,
     async start() {
       child = spawn(
         binary,
@@ -84,7 +97,8 @@ export async function privateDockerd(options: PrivateDockerdOptions = {}): Promi
           `--host=unix://${socketPath}`,
           `--data-root=${join(dir, "data")}`,
           `--exec-root=${join(dir, "exec")}`,
-          `--pidfile=${join(dir, "docker.pid")}`,
+          `--pidfile=${pidFile}`,
+          ...(configFile ? [`--config-file=${configFile}`] : []),
           `--bridge=${bridge}`,
           "--iptables=false",
           "--ip-masq=false",

@@ -39,6 +39,7 @@ const TREE = [
   "test/integration/containers/groups-devices.test.ts",
   "test/integration/service/install.test.ts",
   "test/integration/service/socket-activation.test.ts",
+  "test/integration/oci/layer.test.ts",
   "test/integration/service/unit.test.ts",
   "test/unit/b.test.ts",
   "test/unit/a.test.ts",

@@ -9,7 +9,9 @@
  *   run, and its own cgroup (a docker-<id>.scope under
  *   kubepods.slice/kubepods-burstable.slice) must hold memory.max 67108864,
  *   memory.swap.max 0 (NoSwap, with a swap file on), memory.oom.group 1 and
- *   cpu.max "20000 100000".
+ *   cpu.max "20000 100000", the unified ones already when its first
+ *   instruction reads them (cridock's OCI runtime layer, which the .deb
+ *   registers with dockerd).
  * - kubelet's stats summary with PodAndContainerStatsFromCRI: CPU, memory
  *   and PSI for that pod and container, from cridock.
  * - An in-place resize (UpdateContainerResources) with the unified values
@@ -21,8 +23,8 @@
  *   running: CRI calls fail only to connect, in the restart's window (the
  *   longest wait is printed), no container restarts, no sandbox is
  *   recreated, and the counter's log still holds every line once.
- * - One container OOM-killed under memory.oom.group: the whole container
- *   ends (exit 137) and its status says OOMKilled.
+ * - One container OOM-killed under memory.oom.group at once: the whole
+ *   container ends (exit 137) and its status says OOMKilled.
  *
  * LimitedSwap is not tested here: kubelet counts static pods as critical,
  * and gives a critical pod's containers no swap whatever the behaviour
@@ -55,23 +57,25 @@ const SWAP_SIZE = "512M";
 
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
 
+/** What its first instruction printed: kubelet's unified values as the container's first process saw them. */
+const FIRST_READ = "first instruction: oom.group=1 swap.max=0";
+
 const LIMITS_POD = podManifest(POD, {
   name: "app",
-  command: ["sleep", "36000"],
+  command: ["sh", "-c", 'echo "first instruction: oom.group=$(cat /sys/fs/cgroup/memory.oom.group) swap.max=$(cat /sys/fs/cgroup/memory.swap.max)"; exec sleep 36000'],
   resources: { limits: { memory: "64Mi", cpu: "200m" }, requests: { memory: "32Mi", cpu: "100m" } },
 });
 
 /**
  * A container whose pid 1 is a shell waiting on a sleep while dd, its other
- * child, outgrows the limit. The kernel's OOM killer picks dd alone; only
- * memory.oom.group (which kubelet asks for through `unified`) makes it
+ * child, outgrows the limit at once. The kernel's OOM killer picks dd alone;
+ * only memory.oom.group (which kubelet asks for through `unified`) makes it
  * kill every process of the cgroup, the shell included, so the container
  * exits. Without the group kill the shell waits on, and the container runs.
- * dd starts 10 s in: cridock writes memory.oom.group into the container's
- * cgroup right after Docker's start returns (no Docker field carries it),
- * 0.3-0.7 s later under TCG, and a dd started at once was OOM-killed
- * inside that window, alone (docs/architecture.md, "cgroup v2 `unified`
- * keys").
+ * dd starts at once: the group kill must be in force before the container's
+ * first instruction, which cridock's OCI runtime layer gives (src/oci/).
+ * Written into the cgroup after Docker's start returned, as before the
+ * layer, it came 0.3-0.7 s late under TCG, and such a dd was killed alone.
  */
 /**
  * restartPolicy Never: kubelet keeps the killed container for the test to
@@ -81,7 +85,7 @@ const LIMITS_POD = podManifest(POD, {
 const OOM_POD = withSpec(
   podManifest("oom", {
     name: "hog",
-    command: ["sh", "-c", "sleep 36000 & sleep 10; dd if=/dev/zero of=/dev/null bs=64M; wait"],
+    command: ["sh", "-c", "sleep 36000 & dd if=/dev/zero of=/dev/null bs=64M; wait"],
     resources: { limits: { memory: "32Mi" }, requests: { memory: "16Mi" } },
   }),
   { restartPolicy: "Never" },
@@ -297,6 +301,10 @@ if (!existsSync(KUBELET)) {
     t.comment(`${dir}: ${JSON.stringify(values)}`);
     t.same(values, { "memory.max": "67108864", "memory.swap.max": "0", "memory.oom.group": "1", "cpu.max": "20000 100000" });
     limited = { id, dir };
+    // In force from the first instruction, not written a moment after the start: cridock's OCI layer (the .deb registered it).
+    t.match((await vm.run("cridock oci-layer status")).trim(), /^ready: runtime "cridock"/, "the .deb registered the OCI runtime layer with dockerd");
+    t.equal((await vm.run(`docker inspect -f '{{.HostConfig.Runtime}}' ${id}`)).trim(), "cridock", "the container runs under the layer");
+    t.equal((await vm.run(`docker logs ${id} 2>&1 | head -n1`)).trim(), FIRST_READ, "its first instruction read kubelet's memory.oom.group and memory.swap.max");
   });
 
   // With PodAndContainerStatsFromCRI kubelet's summary is what cridock's

@@ -23,9 +23,9 @@ t.test("a daemon.json that is not a JSON object is refused, never overwritten", 
   t.throws(() => withoutRuntime("{ nope", "cridock"), /not JSON/);
 });
 
-t.test("withoutRuntime removes only the runtime (and an emptied runtimes)", async (t) => {
+t.test("withoutRuntime removes only the runtime, leaving runtimes for dockerd's reload to see", async (t) => {
   t.equal(withoutRuntime(undefined, "cridock"), undefined);
   t.equal(withoutRuntime('{"debug":true}', "cridock"), undefined, "not registered: nothing to write");
-  t.same(JSON.parse(withoutRuntime('{"debug":true,"runtimes":{"cridock":{"path":"/l"}}}', "cridock")!), { debug: true });
+  t.same(JSON.parse(withoutRuntime('{"debug":true,"runtimes":{"cridock":{"path":"/l"}}}', "cridock")!), { debug: true, runtimes: {} });
   t.same(JSON.parse(withoutRuntime('{"runtimes":{"cridock":{"path":"/l"},"nvidia":{"path":"n"}}}', "cridock")!), { runtimes: { nvidia: { path: "n" } } });
 });
