@@ -415,6 +415,12 @@ if (!existsSync(KUBELET)) {
     t.teardown(() => vm.ssh("systemctl stop cri-probe 2>/dev/null || true"));
 
     const listening = await socketListeningSince(vm);
+    // The upgrade registers the OCI layer on a node that runs pods without it,
+    // as an upgrade from a cridock before the layer does: taken away first,
+    // with the pods running (their containers keep the launcher, which stays).
+    const layerStatus = async () => (await vm.ssh("cridock oci-layer status")).stdout.trim();
+    await vm.run("cridock oci-layer uninstall");
+    t.match(await layerStatus(), /^not ready: dockerd has no runtime named "cridock"/, "the layer was unregistered with pods running (SIGHUP, no restart)");
     let pid = await mainPid(vm);
     let since = Date.now();
     await installDeb(vm, upgraded);
@@ -422,6 +428,7 @@ if (!existsSync(KUBELET)) {
     t.equal(await version(), `${CRIDOCK_VERSION}+upgrade1 install ok installed`, "the upgrade is installed");
     t.not(await mainPid(vm), pid, "postinst restarted cridock.service");
     t.ok(await serviceActive(vm), "cridock.service active after the upgrade");
+    t.match(await layerStatus(), /^ready: runtime "cridock"/, "the upgrade registered the OCI layer");
 
     pid = await mainPid(vm);
     since = Date.now();

@@ -17,6 +17,7 @@ import { TYPE_CONTAINER } from "../labels.ts";
 import { findByIdOrPrefix } from "../lookup.ts";
 import { killProcessTree } from "./process-tree.ts";
 import { StepTimer, timed } from "../../steps.ts";
+import { bundleProcessEnv, cdiOnlyEnv, hasCdiDevices } from "./cdi-env.ts";
 
 /** Per-stream cap of ExecSync output (kubelet and crictl take 16 MiB messages). */
 export const MAX_EXEC_SYNC_OUTPUT = 16 * 1024 * 1024;
@@ -47,6 +48,12 @@ export class ExecService {
   private readonly log: Logger;
   /** Full ids known to be CRI containers (type labels never change), so ExecSync skips the list call. */
   private readonly knownContainers = new Set<string>();
+  /**
+   * Per container, what its exec processes get beside Config.Env: the
+   * variables of its CDI devices (cdi-env.ts); empty for most. Learnt on its
+   * first exec (one inspect), kept while it lives: a spec never changes.
+   */
+  private readonly execEnvs = new Map<string, string[]>();
 
   constructor(
     private readonly docker: DockerClient,
@@ -74,18 +81,36 @@ export class ExecService {
     // Fast path for full ids seen before: Docker itself reports gone (404) or stopped (409) containers.
     const containerId = FULL_ID.test(id) && this.knownContainers.has(id) ? id : await timed(timer, "docker.list", () => this.resolveRunning(id));
     try {
+      const env = this.execEnvs.get(containerId) ?? (await timed(timer, "exec.env", () => this.learnExecEnv(containerId)));
       const { Id } = await timed(timer, "docker.exec.create", () => this.docker.execCreate(containerId, {
         AttachStdin: io.stdin,
         AttachStdout: true,
         AttachStderr: true,
         Tty: io.tty,
         Cmd: cmd,
+        Env: env.length > 0 ? env : undefined,
       }));
       return { containerId, execId: Id };
     } catch (err) {
       if (err instanceof CridockError && err.code === "NOT_FOUND") this.knownContainers.delete(containerId);
       throw withContext(`cannot exec in container ${id}`, err, "UNKNOWN");
     }
+  }
+
+  /** The CDI variables of a running container's spec (none without CDI devices). */
+  private async learnExecEnv(containerId: string): Promise<string[]> {
+    const c = await this.docker.inspectContainer(containerId);
+    let env: string[] = [];
+    if (hasCdiDevices(c)) {
+      const spec = await bundleProcessEnv(c.Id, c.State.Pid);
+      if (spec) env = cdiOnlyEnv(spec, c.Config.Env ?? []);
+      else this.log.warn({ container: c.Id }, "exec: the container's OCI spec was not found; its CDI devices' environment is not given to exec processes");
+    }
+    // Learnt from a running container only: before it runs there is no spec to read.
+    if (!c.State.Running) return env;
+    if (this.execEnvs.size > 4096) this.execEnvs.clear();
+    this.execEnvs.set(containerId, env);
+    return env;
   }
 
   async execSync(id: string, cmd: string[], timeoutSeconds: number, signal?: AbortSignal): Promise<ExecSyncResult> {

@@ -91,7 +91,7 @@ t.test("CDI devices", async (t) => {
   }
   t.ok(dirs.includes("/etc/cdi"), "the engine reads /etc/cdi, where the test device is described");
   // The container's own process prints the variable: dockerd adds CDI's environment to the
-  // process it starts, not to Config.Env, which is what a later exec gets.
+  // process it starts, not to Config.Env, which is all Docker gives a later exec.
   const id = await createContainer(h, pod, {
     ...config("cdi-device", CDI_TEST_DEVICE),
     command: ["sh", "-c", `echo "${CDI_ENV_NAME}=$${CDI_ENV_NAME}"; exec sleep 3600`],
@@ -103,6 +103,8 @@ t.test("CDI devices", async (t) => {
   t.equal((await exec(id, ["cat", CDI_TEST_EDITS.mountedFile])).out, CDI_TEST_EDITS.mountedText.trim(), "the mount");
   const log = await waitLog((await status(h, id)).logPath, (text) => text.includes(`${CDI_ENV_NAME}=`));
   t.match(log, new RegExp(` stdout F ${CDI_TEST_EDITS.env}\n`), "the environment variable");
+  // As under containerd, an exec process sees the device's environment too (cridock adds it: Docker gives exec Config.Env only).
+  t.equal((await exec(id, ["sh", "-c", `echo "${CDI_ENV_NAME}=$${CDI_ENV_NAME}"`])).out, CDI_TEST_EDITS.env, "the environment variable in an exec process");
 });
 
 t.test("nothing leaked", async (t) => {
