@@ -15,6 +15,9 @@
 #   CRIDOCK_DEFAULTS   the flags file                 (/etc/default/cridock)
 #   CNI_CONF_DIR       CNI network configs            (/etc/cni/net.d)
 #   CRIDOCK_MANIFEST   what was installed             (/var/lib/cridock/install-manifest)
+#   CRIDOCK_OCI_LAYER  "no": leave dockerd's daemon.json alone (yes: `cridock oci-layer install`,
+#                      which registers cridock's OCI runtime layer and reloads dockerd with SIGHUP)
+#   CRIDOCK_OCI_LAYER_FLAGS  more flags for `cridock oci-layer install|uninstall` (another daemon.json, ...)
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -91,6 +94,18 @@ if [[ -z "$(find "$CNI_DIR" -maxdepth 1 -type f \( -name '*.conf' -o -name '*.co
   say "installed the default CNI network (bridge cni0, 10.88.0.0/16) in $CNI_DIR"
 else
   say "$CNI_DIR already holds a network config; left as it is"
+fi
+
+# 5. The OCI runtime layer: cgroup v2 unified settings in force from a
+#    container's first instruction (docs/operating.md). Never fatal: cridock
+#    works without it and says what the node then lacks.
+if [[ "${CRIDOCK_OCI_LAYER:-yes}" != no ]]; then
+  # shellcheck disable=SC2086 # the flags are words
+  if "$bin" oci-layer install ${CRIDOCK_OCI_LAYER_FLAGS:-} >&2; then
+    record "oci-layer"
+  else
+    say "the OCI runtime layer was not registered (above); cridock works without it"
+  fi
 fi
 mv "$MANIFEST.new" "$MANIFEST"
 

@@ -6,7 +6,8 @@
 # still exist) and the CRI logs are left; remove the pods first
 # (crictl rmp -fa) if the node is being retired.
 #
-# Takes the same overrides as install.sh (CRIDOCK_MANIFEST, SYSTEMD_UNIT_DIR).
+# Takes the same overrides as install.sh (CRIDOCK_MANIFEST, SYSTEMD_UNIT_DIR,
+# CRIDOCK_OCI_LAYER_FLAGS).
 set -euo pipefail
 
 UNIT_DIR="${SYSTEMD_UNIT_DIR:-/etc/systemd/system}"
@@ -22,12 +23,20 @@ if [[ -d /run/systemd/system && "$UNIT_DIR" == /etc/systemd/system ]]; then
   systemctl disable --now cridock.service cridock.socket 2>/dev/null || true
 fi
 
+# The OCI runtime layer first, while the package that unregisters it is there.
+prefix="$(sed -n 's/^package //p' "$MANIFEST" | head -n1)"
+if grep -qx "oci-layer" "$MANIFEST" && [[ -x "$prefix/bin/cridock" ]]; then
+  # shellcheck disable=SC2086 # the flags are words
+  "$prefix/bin/cridock" oci-layer uninstall ${CRIDOCK_OCI_LAYER_FLAGS:-} >&2 || say "could not unregister the OCI runtime layer (above)"
+fi
+
 while read -r kind path; do
   case "$kind" in
     file)
       rm -f -- "$path" && say "removed $path" ;;
     package)
       npm uninstall --global --prefix "$path" --loglevel=error cridock >&2 && say "removed the cridock package from $path" ;;
+    oci-layer) ;;
     *) say "ignoring unknown manifest line: $kind $path" ;;
   esac
 done <"$MANIFEST"

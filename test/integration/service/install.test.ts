@@ -30,6 +30,16 @@ function layout(name: string) {
       CRIDOCK_DEFAULTS: join(dir, "default", "cridock"),
       CNI_CONF_DIR: join(dir, "cni"),
       CRIDOCK_MANIFEST: join(dir, "state", "install-manifest"),
+      // The OCI layer goes into a daemon.json of the test's (outside `dir`: uninstall leaves the
+      // file, with an empty runtimes), and no dockerd is signalled.
+      CRIDOCK_OCI_LAYER_FLAGS: [
+        `--daemon-json=${join(scratch, `${name}-daemon.json`)}`,
+        `--docker-pid-file=${join(dir, "no-dockerd.pid")}`,
+        `--docker-endpoint=unix://${join(dir, "no-docker.sock")}`,
+        `--launcher=${join(dir, "state", "oci-runtime")}`,
+        `--edits-dir=${join(dir, "state", "oci-edits")}`,
+        "--runtime=/bin/true",
+      ].join(" "),
     },
   };
 }
@@ -77,6 +87,10 @@ t.test("install → run → uninstall on an empty node", async (t) => {
 
   t.same(await readdir(env.CNI_CONF_DIR!), ["10-cridock.conflist", "99-loopback.conf"], "the default CNI network was installed");
   t.match(await readFile(env.CRIDOCK_DEFAULTS!, "utf8"), /^CRIDOCK_OPTS=""$/m);
+  const daemonJson = join(scratch, "fresh-daemon.json");
+  const launcher = join(dir, "state", "oci-runtime");
+  t.same(JSON.parse(await readFile(daemonJson, "utf8")), { runtimes: { cridock: { path: launcher } } }, "the OCI layer is registered in daemon.json");
+  t.match(await readFile(launcher, "utf8"), /^#!\/bin\/sh\n# cridock OCI runtime layer/, "its launcher is written");
 
   // The installed command checks this node like the checkout does (test CNI network, private root).
   const cni = await makeCniConfDir();
@@ -87,6 +101,7 @@ t.test("install → run → uninstall on an empty node", async (t) => {
   const uninstall = script("uninstall.sh", env);
   t.equal(uninstall.status, 0, uninstall.stderr);
   t.same(await files(dir).then((f) => f.filter((p) => !p.startsWith("/root"))), [], "nothing install.sh added is left");
+  t.same(JSON.parse(await readFile(daemonJson, "utf8")), { runtimes: {} }, "the OCI layer is unregistered");
   await t.rejects(stat(bin), "the command is gone");
 });
 
