@@ -9,6 +9,10 @@
  * then purge leave nothing the package installed, except pods' state under
  * /var/lib/cridock, which goes only with CRIDOCK_PURGE_STATE=yes. Install,
  * remove and purge are the commands docs/operating.md gives (apt-get).
+ * postinst registers cridock's OCI runtime layer with this machine's own
+ * dockerd (Debian's 20.10 on /var/run/docker.sock, reloaded with SIGHUP,
+ * not restarted) and removal unregisters it; /etc/docker/daemon.json is
+ * put back as it was afterwards.
  */
 import t from "tap";
 import { spawnSync, type SpawnSyncReturns } from "node:child_process";
@@ -52,11 +56,27 @@ const installed = run("dpkg-query", ["-W", "-f=${Status}", "cridock"]);
 if (installed.stdout.includes("installed")) throw new Error("a cridock package is installed on this machine already; this test installs and purges its own");
 if (existsSync("/etc/default/cridock")) throw new Error("/etc/default/cridock exists already (scripts/install.sh's?); the package would take it over");
 
-const before = { paths: cridockPaths(), cni: cniNetworks(), cniDirExisted: existsSync("/etc/cni"), stateDirExisted: existsSync(STATE_DIR) };
-t.teardown(() => {
+const DAEMON_JSON = "/etc/docker/daemon.json";
+const before = {
+  paths: cridockPaths(),
+  cni: cniNetworks(),
+  cniDirExisted: existsSync("/etc/cni"),
+  stateDirExisted: existsSync(STATE_DIR),
+  daemonJson: existsSync(DAEMON_JSON) ? await readFile(DAEMON_JSON, "utf8") : undefined,
+};
+t.teardown(async () => {
   // Whatever happened above, the package does not stay on the machine.
   if (run("dpkg-query", ["-W", "-f=${Status}", "cridock"]).stdout.includes("installed")) run("dpkg", ["--purge", "cridock"]);
+  // The node's dockerd has dropped the layer (prerm's uninstall); its configuration file goes back as it was.
+  if (before.daemonJson === undefined) await rm(DAEMON_JSON, { force: true });
+  else await writeFile(DAEMON_JSON, before.daemonJson);
 });
+
+/** What dockerd on /var/run/docker.sock lists under the layer's runtime name (postinst registered it there). */
+function layerRuntime(): string | undefined {
+  const info = run("curl", ["-sf", "--unix-socket", "/var/run/docker.sock", "http://docker/info"]);
+  return (JSON.parse(info.stdout || "{}") as { Runtimes?: Record<string, { path?: string }> }).Runtimes?.cridock?.path;
+}
 
 t.test("lintian: no error, and only the warnings the docs explain", async (t) => {
   const r = run("lintian", ["--fail-on", "error", "--suppress-tags", "spelling-error-in-binary", DEB]);
@@ -86,6 +106,8 @@ t.test("apt-get install ./dist/cridock_<version>_amd64.deb installs the executab
   t.equal(verify.status, 0, verify.stderr);
   t.equal(verify.stdout + verify.stderr, "", "systemd-analyze verify has nothing to say about the units");
 
+  t.equal(layerRuntime(), "/var/lib/cridock/oci-runtime", "postinst registered the OCI runtime layer with the node's dockerd (SIGHUP)");
+  t.match(run("/usr/bin/cridock", ["oci-layer", "status"]).stdout, /^ready: runtime "cridock" → \/var\/lib\/cridock\/oci-runtime, real runtime \//);
   t.ok(existsSync("/etc/systemd/system/sockets.target.wants/cridock.socket"), "deb-systemd-helper enabled the socket");
   t.ok(existsSync("/etc/systemd/system/multi-user.target.wants/cridock.service"), "and the service");
   if (before.cni.some((f) => /\.(conf|conflist|json)$/.test(f))) {
@@ -153,6 +175,8 @@ t.test("apt-get remove, then purge: nothing the package installed is left; pods'
   t.notOk(existsSync("/usr/bin/cridock"), "remove: the executable is gone");
   t.notOk(existsSync("/lib/systemd/system/cridock.service"), "and the units");
   t.ok(existsSync("/etc/default/cridock"), "the conffile stays until purge");
+  t.equal(layerRuntime(), undefined, "remove: the OCI runtime layer is unregistered from dockerd");
+  t.notOk(existsSync(join(STATE_DIR, "oci-runtime")), "and its launcher removed (no container used it)");
 
   const p = apt("purge", "cridock");
   t.equal(p.status, 0, p.stdout + p.stderr);
