@@ -45,8 +45,13 @@ import { CRIDOCK_VERSION } from "./version.ts";
 import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
 import { OciLayerLookup } from "./oci/layer.ts";
+import { SpecEditsStore } from "./oci/edits-store.ts";
+
 import { decideOomScorePolicy, readOomScoreFacts, type OomScorePolicy } from "./runtime/container/oom-score.ts";
 
+
+/** Spec edits older than this were left by a start that never returned. */
+const STALE_EDITS_MS = 3_600_000;
 
 /** Everything main() wires together; tests build it too. */
 export interface Cridock {
@@ -125,6 +130,12 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     () => docker.info(),
     (reason) => log.warn({ reason }, "no OCI runtime layer: cgroup v2 unified settings are written after each container starts, not before its first instruction"),
   );
+  // Edits a start left when cridock stopped in its middle (src/oci/edits-store.ts).
+  void ociLayer
+    .current()
+    .then((layer) => layer && new SpecEditsStore(layer.editsDir).sweep(STALE_EDITS_MS))
+    .then((removed) => removed && removed.length > 0 && log.info({ removed }, "removed stale OCI spec edits"))
+    .catch((err: unknown) => log.warn({ err }, "could not sweep stale OCI spec edits"));
   const containers = new ContainerManager({
     docker,
     sandboxes,

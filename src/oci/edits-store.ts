@@ -40,8 +40,12 @@ export class SpecEditsStore {
     await rm(editsPath(this.dir, id), { force: true });
   }
 
-  /** Removes the edits of containers not in `live` (a start that never returned: cridock stopped meanwhile). */
-  async sweep(live: (id: string) => boolean): Promise<string[]> {
+  /**
+   * Removes what a start that never returned left (cridock stopped in the
+   * middle of it): files older than `ageMs`. Younger ones may belong to a
+   * start under way, of this cridock or of another one on the same dockerd.
+   */
+  async sweep(ageMs: number, now = Date.now()): Promise<string[]> {
     let names: string[];
     try {
       names = await readdir(this.dir);
@@ -50,9 +54,9 @@ export class SpecEditsStore {
     }
     const removed: string[] = [];
     for (const name of names) {
-      const id = name.replace(/\.json$/, "");
-      if (CONTAINER_ID.test(id) && name === `${id}.json` && live(id)) continue;
-      await rm(join(this.dir, name), { force: true });
+      const info = await lstat(join(this.dir, name)).catch(() => undefined);
+      if (!info || now - info.mtimeMs < ageMs) continue;
+      await rm(join(this.dir, name), { force: true, recursive: info.isDirectory() });
       removed.push(name);
     }
     return removed;

@@ -1,5 +1,5 @@
 import t, { type Test } from "tap";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { applyEditsToBundle, runOciEdit } from "../../../src/oci/edit-command.ts";
@@ -59,12 +59,16 @@ t.test("a failed edit exits 1 and says why in the runtime's JSON log", async (t)
   t.equal(await runOciEdit(["--nope"]), 2);
 });
 
-t.test("sweep removes edits of containers that are gone", async (t) => {
+t.test("sweep removes what is older than the age given, and nothing younger", async (t) => {
   const { store } = bundle(t);
-  const live = "e".repeat(64);
+  const young = "e".repeat(64);
   await store.write(ID, { version: 1 });
-  await store.write(live, { version: 1 });
-  writeFileSync(join(store.dir, "stray"), "");
-  t.same((await store.sweep((id) => id === live)).sort(), [`${ID}.json`, "stray"]);
-  t.same(await store.sweep(() => true), []);
+  await store.write(young, { version: 1 });
+  writeFileSync(join(store.dir, "stray.tmp"), "");
+  const hourAgo = new Date(Date.now() - 3_600_000);
+  utimesSync(join(store.dir, `${ID}.json`), hourAgo, hourAgo);
+  utimesSync(join(store.dir, "stray.tmp"), hourAgo, hourAgo);
+  t.same((await store.sweep(600_000)).sort(), [`${ID}.json`, "stray.tmp"]);
+  t.same(readdirSync(store.dir), [`${young}.json`]);
+  t.same(await new SpecEditsStore(join(store.dir, "missing")).sweep(0), [], "no directory: nothing to do");
 });
