@@ -46,9 +46,7 @@ import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
 import { OciLayerLookup } from "./oci/layer.ts";
 import { SpecEditsStore } from "./oci/edits-store.ts";
-
 import { decideOomScorePolicy, readOomScoreFacts, type OomScorePolicy } from "./runtime/container/oom-score.ts";
-
 
 /** Spec edits older than this were left by a start that never returned. */
 const STALE_EDITS_MS = 3_600_000;
