@@ -7,6 +7,7 @@
  * full they start a privileged pause container and remove it (privileged.ts),
  * because only the engine knows whether it can start one there.
  */
+import { execFile } from "node:child_process";
 import { access, constants, readFile, stat, statfs } from "node:fs/promises";
 import { createServer, connect } from "node:net";
 import { dirname } from "node:path";
@@ -52,10 +53,24 @@ export async function probeNode(config: Config, log: Logger): Promise<NodeFacts>
 async function probeOciLayer(docker: DockerClient): Promise<NodeFacts["ociLayer"]> {
   try {
     const state = await inspectLayer(await docker.info());
-    return state.ready ? { ready: true, runtime: state.layer.runtime, launcher: state.layer.launcher, delegate: state.layer.delegate } : state;
+    if (!state.ready) return state;
+    // It works when a call through it reaches the real runtime: its version, through the launcher.
+    const version = await runForOutput(state.layer.launcher, ["--version"]);
+    if (!version.ok) return { ready: false, reason: `the launcher ${state.layer.launcher} does not run: ${version.output || "no output"}` };
+    const delegate = `${state.layer.delegate} (${version.output.split("\n")[0]})`;
+    return { ready: true, runtime: state.layer.runtime, launcher: state.layer.launcher, delegate };
   } catch (err) {
     return { ready: false, reason: `dockerd's runtimes could not be read: ${describeCause(err)}` };
   }
+}
+
+/** A command's first 4 KiB of output and whether it exited 0 within 10 s. */
+function runForOutput(command: string, args: string[]): Promise<{ ok: boolean; output: string }> {
+  return new Promise((resolve) => {
+    execFile(command, args, { timeout: 10_000, maxBuffer: 64 * 1024 }, (err, stdout, stderr) => {
+      resolve({ ok: !err, output: `${stdout}${stderr}`.trim().slice(0, 4096) });
+    });
+  });
 }
 
 async function probeDocker(docker: DockerClient): Promise<NodeFacts["docker"]> {

@@ -303,6 +303,7 @@ if (!existsSync(KUBELET)) {
     limited = { id, dir };
     // In force from the first instruction, not written a moment after the start: cridock's OCI layer (the .deb registered it).
     t.match((await vm.run("cridock oci-layer status")).trim(), /^ready: runtime "cridock"/, "the .deb registered the OCI runtime layer with dockerd");
+    t.match(await vm.run("cridock check 2>&1 || true", { timeoutMs: 300_000 }), /^OK\s+oci-layer\s+runtime "cridock" → \S+ \(real runtime \S+ \(runc version/m, "cridock check: the layer runs through to runc");
     t.equal((await vm.run(`docker inspect -f '{{.HostConfig.Runtime}}' ${id}`)).trim(), "cridock", "the container runs under the layer");
     t.equal((await vm.run(`docker logs ${id} 2>&1 | head -n1`)).trim(), FIRST_READ, "its first instruction read kubelet's memory.oom.group and memory.swap.max");
   });
