@@ -11,10 +11,10 @@
  * it is imported).
  */
 import process from "node:process";
-import { runningAsExecutable } from "./network/spawn-channel.ts";
+import { markSelfContained } from "./self-command.ts";
 
 // process.execPath is this executable, which runs cridock whatever its arguments: no `node -e` helper.
-runningAsExecutable();
+markSelfContained();
 
 const args = process.argv.slice(2);
 const run: Promise<number> =

@@ -21,6 +21,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import process from "node:process";
 import { createInterface } from "node:readline";
 import { Worker } from "node:worker_threads";
+import { isSelfContained } from "../self-command.ts";
 import { HELPER_SOURCE, WORKER_SOURCE, type WorkerRequest } from "./spawn-protocol.ts";
 
 export type ChannelKind = "process" | "worker";
@@ -46,14 +47,8 @@ export function openChannel(kind: ChannelKind, events: ChannelEvents): SpawnChan
 
 /** Which kind suits this runtime: the single executable takes a worker thread, node and deno a helper process. */
 export function defaultChannelKind(): ChannelKind {
-  return executableRuntime ? "worker" : "process";
-}
-
-let executableRuntime = false;
-
-/** Told by the single executable's entry: process.execPath is cridock itself, not a node that runs `-e`. */
-export function runningAsExecutable(): void {
-  executableRuntime = true;
+  // The executable's process.execPath is cridock itself, not a node that runs `-e`.
+  return isSelfContained() ? "worker" : "process";
 }
 
 function workerThread(events: ChannelEvents): SpawnChannel {

@@ -21,6 +21,7 @@ import { withoutRuntime, withRuntime } from "./daemon-config.ts";
 import { renderLauncher } from "./launcher.ts";
 import { inspectLayer, LAYER_RUNTIME } from "./layer.ts";
 import { describeCause } from "../errors.ts";
+import { selfCommand } from "../self-command.ts";
 
 const OPTIONS = {
   "docker-endpoint": { type: "string", default: "unix:///var/run/docker.sock" },
@@ -103,15 +104,6 @@ async function dockerInfo(docker: DockerClient): Promise<DockerInfo | undefined>
   return docker.info().catch(() => undefined);
 }
 
-/** The command that runs this cridock again: its executable, or node (or deno) with its flags and script. */
-function cridockCommand(): string[] {
-  const deno = (globalThis as { Deno?: unknown }).Deno !== undefined;
-  const script = process.argv[1];
-  const executable = !script || script === process.execPath || process.argv[0] === script;
-  if (executable) return [process.execPath];
-  return deno ? [process.execPath, "run", "--allow-all", script] : [process.execPath, ...process.execArgv, script];
-}
-
 /** `name` on dockerd's PATH (from its environment), as dockerd resolves its own runc. */
 async function resolveOnDockerdPath(name: string, pidFile: string): Promise<string | undefined> {
   if (name.startsWith("/")) return name;
@@ -165,7 +157,7 @@ async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerI
 async function install(docker: DockerClient, flags: Flags): Promise<void> {
   const launcher = flags.launcher!;
   const delegate = await realRuntime(docker, flags);
-  await writeAtomically(launcher, renderLauncher({ delegate, editsDir: flags["edits-dir"]!, cridock: cridockCommand() }), 0o755);
+  await writeAtomically(launcher, renderLauncher({ delegate, editsDir: flags["edits-dir"]!, cridock: selfCommand() }), 0o755);
   const daemonJson = flags["daemon-json"]!;
   const updated = withRuntime(await readOptional(daemonJson), LAYER_RUNTIME, launcher, daemonJson);
   if (updated !== undefined) await writeAtomically(daemonJson, updated, 0o644);

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { execPlugin } from "../../src/network/invoke.ts";
 import { runProcess, SpawnerPool } from "../../src/network/spawner.ts";
 import { decodeReply, replyError } from "../../src/network/spawn-protocol.ts";
-import { runningAsExecutable } from "../../src/network/spawn-channel.ts";
+import { markSelfContained } from "../../src/self-command.ts";
 
 async function scratch(t: Tap.Test): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "cridock-spawner-"));
@@ -196,7 +196,7 @@ t.test("on Node, plugins are forked from a helper process: cridock's own memory 
 t.test("a pool made when the modules load takes threads once the single executable's entry has said so", async (t) => {
   const pool = new SpawnerPool(); // as the shared pool is, before src/executable.ts runs
   t.teardown(() => pool.close());
-  runningAsExecutable();
+  markSelfContained();
   t.match(await pool.run({ command: "sh", args: ["-c", "echo ok"], timeoutMs: 10_000 }), { code: 0, stdout: "ok\n" });
   t.equal(pool.stats().kind, "worker", "process.execPath is cridock there, not a node that runs -e");
 });
