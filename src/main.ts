@@ -130,7 +130,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   );
   // Edits a start left when cridock stopped in its middle (src/oci/edits-store.ts).
   void ociLayer
-    .current()
+    .current({ quiet: true })
     .then((layer) => layer && new SpecEditsStore(layer.editsDir).sweep(STALE_EDITS_MS))
     .then((removed) => removed && removed.length > 0 && log.info({ removed }, "removed stale OCI spec edits"))
     .catch((err: unknown) => log.warn({ err }, "could not sweep stale OCI spec edits"));

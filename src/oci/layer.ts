@@ -65,7 +65,8 @@ export class OciLayerLookup {
     private readonly onAbsent: (reason: string) => void,
   ) {}
 
-  async current(): Promise<OciLayer | undefined> {
+  /** The layer, or undefined; `quiet` when the caller does not need it (a cgroup v1 node's start-up sweep). */
+  async current(options: { quiet?: boolean } = {}): Promise<OciLayer | undefined> {
     const now = Date.now();
     const c = this.cached;
     if (c && now - c.at < (c.state.ready ? READY_TTL_MS : ABSENT_TTL_MS)) return c.state.ready ? c.state.layer : undefined;
@@ -74,7 +75,7 @@ export class OciLayerLookup {
       .finally(() => (this.pending = undefined));
     const state = await this.pending;
     this.cached = { state, at: Date.now() };
-    if (!state.ready && !this.toldAbsent) {
+    if (!state.ready && !this.toldAbsent && !options.quiet) {
       this.toldAbsent = true;
       this.onAbsent(state.reason);
     }

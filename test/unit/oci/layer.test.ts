@@ -41,6 +41,10 @@ t.test("OciLayerLookup asks dockerd once per period and says once that the layer
     },
     (reason) => told.push(reason),
   );
+  t.equal(await lookup.current({ quiet: true }), undefined);
+  t.equal(told.length, 0, "quiet: nothing said");
+  (lookup as unknown as { cached?: unknown }).cached = undefined;
+  calls = 0;
   t.equal(await lookup.current(), undefined);
   t.equal(await lookup.current(), undefined);
   t.equal(calls, 1, "cached");
