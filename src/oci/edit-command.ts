@@ -6,21 +6,19 @@
  * stderr, and as an error line in the runtime's JSON log, which containerd
  * reads to say why a start failed ("OCI runtime create failed: …").
  */
-import { appendFile, readFile, rename, stat, writeFile } from "node:fs/promises";
+import { appendFile, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { readEdits } from "./edits-store.ts";
+import { replaceFile } from "./replace-file.ts";
 import { applySpecEdits } from "./spec-edits.ts";
 
 export async function applyEditsToBundle(bundle: string, editsPath: string): Promise<void> {
   const edits = await readEdits(editsPath);
   const configPath = join(resolve(bundle), "config.json");
   const spec = applySpecEdits(JSON.parse(await readFile(configPath, "utf8")), edits);
-  // Written beside it and renamed over it: the runtime reads either the old spec or the whole new one.
-  const temp = `${configPath}.cridock-${process.pid}`;
-  await writeFile(temp, JSON.stringify(spec), { mode: (await stat(configPath)).mode & 0o777 });
-  await rename(temp, configPath);
+  await replaceFile(configPath, JSON.stringify(spec), (await stat(configPath)).mode & 0o777);
 }
 
 export async function runOciEdit(argv: string[]): Promise<number> {

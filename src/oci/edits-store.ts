@@ -7,9 +7,10 @@
  * a container's cgroup, so `cridock oci-edit` refuses files anyone else
  * owns or can write (readEdits).
  */
-import { lstat, mkdir, open, readdir, rename, rm } from "node:fs/promises";
+import { lstat, mkdir, open, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import process from "node:process";
+import { replaceFile } from "./replace-file.ts";
 import { parseSpecEdits, type SpecEdits } from "./spec-edits.ts";
 
 const CONTAINER_ID = /^[0-9a-f]{64}$/;
@@ -26,14 +27,7 @@ export class SpecEditsStore {
   async write(id: string, edits: SpecEdits): Promise<void> {
     const path = editsPath(this.dir, id);
     await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    const temp = `${path}.${process.pid}.tmp`;
-    const file = await open(temp, "w", 0o600);
-    try {
-      await file.writeFile(JSON.stringify(edits));
-    } finally {
-      await file.close();
-    }
-    await rename(temp, path);
+    await replaceFile(path, JSON.stringify(edits), 0o600);
   }
 
   async remove(id: string): Promise<void> {

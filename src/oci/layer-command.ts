@@ -10,7 +10,7 @@
  * still runs under it (containerd's shim calls it to stop and delete that
  * container), and goes otherwise. Both are idempotent.
  */
-import { access, chmod, constants, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { access, constants, mkdir, readFile, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
@@ -19,6 +19,7 @@ import type { DockerInfo } from "../docker/types.ts";
 import { createLogger } from "../log.ts";
 import { withoutRuntime, withRuntime } from "./daemon-config.ts";
 import { renderLauncher } from "./launcher.ts";
+import { replaceFile } from "./replace-file.ts";
 import { inspectLayer, LAYER_RUNTIME } from "./layer.ts";
 import { describeCause } from "../errors.ts";
 import { selfCommand } from "../self-command.ts";
@@ -94,10 +95,13 @@ async function readOptional(path: string): Promise<string | undefined> {
 
 async function writeAtomically(path: string, text: string, mode: number): Promise<void> {
   await mkdir(dirname(path), { recursive: true, mode: 0o755 });
-  const temp = `${path}.cridock-${process.pid}`;
-  await writeFile(temp, text, { mode });
-  await chmod(temp, mode);
-  await rename(temp, path);
+  await replaceFile(path, text, mode);
+}
+
+/** dockerd's pid from its pid file, or undefined when there is none. */
+async function dockerdPid(pidFile: string): Promise<string | undefined> {
+  const pid = (await readOptional(pidFile))?.trim();
+  return pid && /^\d+$/.test(pid) ? pid : undefined;
 }
 
 async function dockerInfo(docker: DockerClient): Promise<DockerInfo | undefined> {
@@ -108,8 +112,8 @@ async function dockerInfo(docker: DockerClient): Promise<DockerInfo | undefined>
 async function resolveOnDockerdPath(name: string, pidFile: string): Promise<string | undefined> {
   if (name.startsWith("/")) return name;
   let path = process.env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  const pid = (await readOptional(pidFile))?.trim();
-  if (pid && /^\d+$/.test(pid)) {
+  const pid = await dockerdPid(pidFile);
+  if (pid) {
     const environ = await readOptional(`/proc/${pid}/environ`).catch(() => undefined);
     const fromDockerd = environ?.split("\0").find((e) => e.startsWith("PATH="));
     if (fromDockerd) path = fromDockerd.slice(5);
@@ -134,8 +138,8 @@ async function realRuntime(docker: DockerClient, flags: Flags): Promise<string> 
 /** SIGHUP to dockerd, then /info until `loaded` holds (dockerd logs why it refused a reload). */
 async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerInfo) => boolean, what: string): Promise<void> {
   if (flags["no-reload"]) return;
-  const pid = (await readOptional(flags["docker-pid-file"]!))?.trim();
-  if (!pid || !/^\d+$/.test(pid)) {
+  const pid = await dockerdPid(flags["docker-pid-file"]!);
+  if (!pid) {
     process.stderr.write(`cridock oci-layer: no dockerd pid in ${flags["docker-pid-file"]}: dockerd reads daemon.json when it starts\n`);
     return;
   }
