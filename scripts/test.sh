@@ -32,8 +32,8 @@
 # CRIDOCK_CRITEST_PROCS (default 3) is the number of critest processes.
 #
 # CRIDOCK_VM_BESIDE=0 runs the VM suites in their turn instead of beside the
-# others; CRIDOCK_VM_KUBEADM_DEADLINE_S (default 2400) is how old the run may
-# be when vm-kubeadm starts (scripts/suite/vm.sh). CRIDOCK_CLUSTER_NODES
+# others; CRIDOCK_VM_DEADLINE_S (default 2400) is how old the run may be
+# when a VM suite's node after the first starts (scripts/suite/vm.sh). CRIDOCK_CLUSTER_NODES
 # (default 2), CRIDOCK_E2E_GENERIC_PLEG and CRIDOCK_TEST_DOCKERD_BIN are read
 # by scripts/suite/kubernetes.sh.
 #
@@ -128,7 +128,7 @@ run_suite() {
     e2e) run_e2e "$engine" ;;
     cluster) run_cluster "$engine" ;;
     node-conformance) run_node_conformance "$engine" ;;
-    vm | vm-lifecycle | vm-kubeadm) run_vm_suite "$suite" "$engine" ;;
+    vm | vm-lifecycle | vm-kubeadm) run_vm_chain "$suite" ;;
     deno)
       # cridock runs under Deno here, which writes no coverage Node's tooling reads.
       run_tap_suite deno "$engine" --jobs=1 --timeout=300 --disable-coverage
@@ -153,14 +153,14 @@ main() {
   trap "stop_vm_beside; stop_prebuild; rm -rf '$RESULTS_DIR'" EXIT
   prepare "$@"
   setup_seconds=$((SECONDS - setup_seconds))
-  ((${#PLAN_BESIDE[@]} == 0)) || start_vm_beside "$PRIMARY" "${PLAN_BESIDE[@]}"
+  ((${#PLAN_BESIDE[@]} == 0)) || start_vm_beside "${PLAN_BESIDE[@]}"
   local run suite engine started
   for run in "${PLAN_RUNS[@]}"; do
     read -r suite engine <<<"$run"
     [[ "$suite" == unit ]] || ensure_suite_prerequisites "$engine"
     if [[ " ${PLAN_BESIDE[*]} " == *" $suite "* ]]; then
       # Collected once, at the first of them; the others ran in the same chain.
-      [[ -z "$VM_BESIDE_PID" ]] || collect_vm_beside "$engine"
+      [[ -z "$VM_BESIDE_PID" ]] || collect_vm_beside
       continue
     fi
     started=$SECONDS

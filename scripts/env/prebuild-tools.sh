@@ -23,7 +23,7 @@
 #   kubernetes-tests    e2e.test, e2e_node.test and the test images' programs
 #   conformance-images  the images those suites pull (needs the two above)
 #   cluster-images      the images kubeadm deploys (needs kubernetes)
-#   vm-image            the cgroup v2 node's disk image (vm/node.sh image),
+#   vm-image            the cgroup v2 nodes' disk images (vm/node.sh image),
 #                       started where it stands in the list and run beside
 #                       the steps after it
 set -uo pipefail
@@ -43,7 +43,13 @@ run_step() {
     kubernetes-tests) bash "$env_dir/install-kubernetes-tests.sh" ;;
     conformance-images) bash "$env_dir/conformance-images.sh" ;;
     cluster-images) bash "$env_dir/cluster-images.sh" ;;
-    vm-image) bash "$scripts_dir/vm/node.sh" image >/dev/null ;;
+    # Each Debian release the VM suites' nodes run (plan.ts's VM_SUITE_NODES).
+    vm-image)
+      local debian
+      for debian in $(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/plan.ts vm-releases); do
+        CRIDOCK_VM_DEBIAN="$debian" bash "$scripts_dir/vm/node.sh" image >/dev/null || return
+      done
+      ;;
     *) log "prebuild: unknown step '$1'"; return 2 ;;
   esac
 }

@@ -57,6 +57,53 @@ export const SUITES = [
 export const VM_SUITES = ["vm", "vm-lifecycle", "vm-kubeadm"] as const;
 
 /**
+ * A cgroup v2 node: a Debian release under qemu (scripts/vm/node.sh,
+ * CRIDOCK_VM_DEBIAN) with a Docker engine (scripts/vm/engine.sh,
+ * CRIDOCK_VM_ENGINE).
+ */
+export interface VmNodeSetup {
+  debian: "trixie" | "bookworm";
+  engine: "distro" | "docker29" | "docker29-containerd";
+}
+
+export const VM_NODES = {
+  // Debian 13 with its docker.io 26.1 (containerd 1.7, runc 1.1): the node of 2026.
+  debian13: { debian: "trixie", engine: "distro" },
+  // Debian 12 with its docker.io 20.10: the oldest engine supported.
+  debian12: { debian: "bookworm", engine: "distro" },
+  // Docker CE 29 as an engine upgraded in place keeps it (the classic store), runc 1.5.
+  "debian13-docker29": { debian: "trixie", engine: "docker29" },
+  // Docker CE 29 as a fresh install has it (the containerd image store).
+  "debian13-docker29-containerd": { debian: "trixie", engine: "docker29-containerd" },
+} as const satisfies Record<string, VmNodeSetup>;
+export type VmNodeName = keyof typeof VM_NODES;
+
+/**
+ * The VM suites' steps, in the order they run: a suite on a node, and the
+ * suite's files there (all of test/SUITE when none are named). Each node
+ * runs a different engine's part, so that the engines of 2026 are all on
+ * cgroup v2 with the systemd driver without every file running on each
+ * (CI's time: the guest's CPU is emulated):
+ * - vm on Debian 13's own docker.io: everything;
+ * - vm-lifecycle (reboots, CheckpointContainer through CRIU), which only a
+ *   VM can test: Engine 29 with the classic store and runc 1.5;
+ * - vm-kubeadm (a cluster's control plane, resize, swap): Engine 29 with
+ *   the containerd image store, the image store of a fresh install;
+ * - vm on Debian 12's 20.10, the oldest engine supported: the package's
+ *   install and kubelet's pods.
+ * In CI's background chain a step after the first starts only before a
+ * deadline (scripts/suite/vm.sh), so the order is what matters most first.
+ * Any node runs any file: CRIDOCK_VM_DEBIAN and CRIDOCK_VM_ENGINE pick one
+ * for a file run alone (docs/testing.md, "The cgroup v2 node").
+ */
+export const VM_CHAIN: ReadonlyArray<{ suite: (typeof VM_SUITES)[number]; node: VmNodeName; files?: readonly string[] }> = [
+  { suite: "vm", node: "debian13" },
+  { suite: "vm-lifecycle", node: "debian13-docker29" },
+  { suite: "vm-kubeadm", node: "debian13-docker29-containerd" },
+  { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"] },
+];
+
+/**
  * The integration tests the containerd image store adds something to: images, stats, mounts,
  * image volumes, and what reads image files (the Strict policy's /etc/passwd).
  */
@@ -243,6 +290,33 @@ export function suiteFiles(suite: string, engine: string, primary: string, find:
 }
 
 /**
+ * The VM chain's steps of these suites as the lines scripts/suite/vm.sh
+ * reads, one a step: `SUITE NODE DEBIAN ENGINE FILE...`. A file a step
+ * names must be one of its suite's, so that a renamed file cannot quietly
+ * drop out of a run.
+ */
+export function vmChainLines(suites: string[], chain: typeof VM_CHAIN, find: (root: string) => string[]): string[] {
+  for (const suite of suites) {
+    if (!(VM_SUITES as readonly string[]).includes(suite)) throw new PlanError(`'${suite}' is not a VM suite (${VM_SUITES.join(", ")})`);
+  }
+  return chain
+    .filter(({ suite }) => suites.includes(suite))
+    .map(({ suite, node, files }) => {
+      const all = find(`test/${suite}`).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      for (const file of files ?? []) {
+        if (!all.includes(file)) throw new PlanError(`VM node ${node} names ${file}, which is not a test file of test/${suite}`);
+      }
+      const { debian, engine } = VM_NODES[node];
+      return [suite, node, debian, engine, ...(files ?? all)].join(" ");
+    });
+}
+
+/** The Debian releases the VM chain's nodes boot (each needs its image), the first step's first. */
+export function vmReleases(chain: typeof VM_CHAIN = VM_CHAIN): string[] {
+  return [...new Set(chain.map(({ node }) => VM_NODES[node].debian))];
+}
+
+/**
  * The regular files named *.test.ts at or under ROOT (relative to
  * repoRoot), as `find ROOT -type f -name '*.test.ts'` lists them: symbolic
  * links are neither followed nor listed; a missing ROOT has none.
@@ -271,11 +345,13 @@ const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 function main(argv: string[], env: NodeJS.ProcessEnv): string[] {
   const [command, ...args] = argv;
   if (command === "plan") return planLines(makePlan(args, env));
+  if (command === "vm-chain") return vmChainLines(args, VM_CHAIN, (root) => findTestFiles(REPO_ROOT, root));
+  if (command === "vm-releases" && args.length === 0) return vmReleases();
   if (command === "files" && args.length === 3) {
     const [suite, engine, primary] = args as [string, string, string];
     return suiteFiles(suite, engine, primary, (root) => findTestFiles(REPO_ROOT, root));
   }
-  throw new PlanError("usage: tsx scripts/suite/plan.ts plan [SUITE...] | files SUITE ENGINE PRIMARY");
+  throw new PlanError("usage: tsx scripts/suite/plan.ts plan [SUITE...] | files SUITE ENGINE PRIMARY | vm-chain VM-SUITE... | vm-releases");
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {

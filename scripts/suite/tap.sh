@@ -22,21 +22,33 @@ suite_files() {
 # run_tap_suite SUITE ENGINE [TAP FLAGS...]: tap on the suite's files against ENGINE, TAP kept for counting.
 run_tap_suite() {
   local suite="$1" engine="$2"; shift 2
-  local name="$suite@$engine" files=() listing status
+  local name="$suite@$engine" listing
   # Checked, not read through a process substitution: a listing that failed
   # would read as "no test files" and pass.
   if ! listing="$(suite_files "${SUITE_DIR:-$suite}" "$engine")"; then
     SUMMARY_ARGS+=(--failed "$name=its test files could not be listed (scripts/suite/plan.ts files)")
     return 0
   fi
-  [[ -z "$listing" ]] || mapfile -t files <<<"$listing"
+  run_tap_files "$name" "$listing" "$@"
+}
+
+# run_tap_files NAME FILES [TAP FLAGS...]: tap on FILES (one a line, or
+# separated by spaces) with SUITE_ENV, its TAP kept for counting as NAME.
+# The engine the suite runs against is NAME's part after the @ when that is
+# one of the host's engine setups.
+run_tap_files() {
+  local name="$1" listing="$2" files=() status endpoint=""; shift 2
+  [[ -z "${listing//[[:space:]]/}" ]] || read -r -d '' -a files <<<"$listing" || true
   if ((${#files[@]} == 0)); then
     echo "# $name: no test files yet"
     return 0
   fi
+  case "${name#*@}" in
+    docker20.10 | docker29 | docker29-*) endpoint="$(engine_endpoint "${name#*@}")" ;;
+  esac
   echo "# ---- $name tests (${#files[@]} files)"
   set +e
-  (cd "$CRIDOCK_REPO_ROOT" && env "${SUITE_ENV[@]}" CRIDOCK_TEST_DOCKER_ENDPOINT="$(engine_endpoint "$engine")" \
+  (cd "$CRIDOCK_REPO_ROOT" && env "${SUITE_ENV[@]}" ${endpoint:+CRIDOCK_TEST_DOCKER_ENDPOINT="$endpoint"} \
     node_modules/.bin/tap --reporter=tap --no-color "$@" "${files[@]}") </dev/null | tee "$RESULTS_DIR/$name.tap"
   status="${PIPESTATUS[0]}"
   set -e

@@ -21,10 +21,11 @@ fi
 
 VM_CACHE_DIR="$CRIDOCK_TOOLS_DIR/vm-node"
 VM_SSH_KEY="$VM_CACHE_DIR/ssh/id_ed25519"
-# The guest's Debian release (CRIDOCK_VM_DEBIAN): bookworm (Debian 12, the
-# default) or trixie (Debian 13). Each has its own image and key; the
+# The guest's Debian release (CRIDOCK_VM_DEBIAN): trixie (Debian 13, the
+# default: what a node installed in 2026 runs) or bookworm (Debian 12, with
+# the oldest Docker supported). Each has its own image and key; the
 # bookworm image's key is computed as before the choice existed.
-VM_DEBIAN_SUITE="${CRIDOCK_VM_DEBIAN:-bookworm}"
+VM_DEBIAN_SUITE="${CRIDOCK_VM_DEBIAN:-trixie}"
 case "$VM_DEBIAN_SUITE" in
   bookworm | trixie) ;;
   *) die "CRIDOCK_VM_DEBIAN=$VM_DEBIAN_SUITE: bookworm or trixie wanted" ;;

@@ -2,7 +2,8 @@
 # a VM's files are, ssh to it (and its master connection), the commands
 # start (an overlay of the image, booted), reboot, stop, copy and status.
 # Sourced by scripts/vm/node.sh, after scripts/env/common.sh, image.sh and
-# boot.sh (the launch and the wait for ssh that start and reboot use).
+# boot.sh (the launch and the wait for ssh that start and reboot use), and
+# before engine.sh (switch_engine, which start calls for CRIDOCK_VM_ENGINE).
 
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # settings for the files node.sh sources
@@ -75,6 +76,8 @@ cmd_start() {
     image_dir
     : >"$ENV_LOG_DIR/vm-$name.log"
     boot_vm "$name" "" fresh
+    # A fresh guest runs docker.io; CRIDOCK_VM_ENGINE may ask for another engine.
+    [[ "$VM_ENGINE" == distro ]] || switch_engine "$name" "$VM_ENGINE"
   fi
 }
 

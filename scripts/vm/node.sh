@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cgroup v2 test node: a Debian 12 VM with systemd as PID 1, for the
+# The cgroup v2 test node: a Debian VM with systemd as PID 1, for the
 # suites that need what this host is not (cgroup v2, systemd, kubelet's
 # systemd cgroup driver; DESIGN.md "Nodes", docs/testing.md "The cgroup v2
 # node"). Made from Debian packages only, booted under qemu with TCG (no
@@ -24,6 +24,10 @@
 #                                --crash sysrq's immediate reboot (no sync, no
 #                                unmount, no unit stopped: a power loss as the
 #                                guest sees it)
+#   vm/node.sh engine NAME ENGINE
+#                                switches the guest's dockerd to ENGINE
+#                                (vm/engine.sh: distro, docker29 or
+#                                docker29-containerd) and restarts it
 #   vm/node.sh stop NAME|--all   powers the guest off (killed after a bounded
 #                                wait) and removes its overlay
 #   vm/node.sh status            the image, and each VM with its pid, port and
@@ -38,9 +42,12 @@
 #                           a boot is stuck and fails (default 300)
 #   CRIDOCK_VM_BOOT_RETRIES how many times a boot whose console shows a
 #                           kernel panic or oops is tried again (default 2)
-#   CRIDOCK_VM_DEBIAN       the guest's Debian release: bookworm (Debian 12,
-#                           the default) or trixie (Debian 13); each has
+#   CRIDOCK_VM_DEBIAN       the guest's Debian release: trixie (Debian 13,
+#                           the default) or bookworm (Debian 12); each has
 #                           its own image
+#   CRIDOCK_VM_ENGINE       the engine a freshly started guest runs
+#                           (vm/engine.sh): distro (its docker.io, the
+#                           default), docker29 or docker29-containerd
 #   CRIDOCK_VM_MIRROR       the Debian mirror the image is built from
 #                           (default: the one this host's apt uses)
 #   CRIDOCK_VM_SECURITY_MIRROR  the security suite's (default: this host's;
@@ -65,7 +72,7 @@ set -euo pipefail
 # This file is the command line: usage, the arguments' checks, dispatch.
 # The work is in the files it sources: image.sh (the guest image), boot.sh
 # (qemu's launch and the wait for ssh) and lifecycle.sh (ssh, start,
-# reboot, stop, copy, status).
+# reboot, stop, copy, status) and engine.sh (the guest's Docker engine).
 
 # shellcheck source=scripts/env/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../env/common.sh"
@@ -87,6 +94,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/image.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/boot.sh"
 # shellcheck source=scripts/vm/lifecycle.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lifecycle.sh"
+# shellcheck source=scripts/vm/engine.sh
+source "$(dirname "${BASH_SOURCE[0]}")/engine.sh"
 
 main() {
   local command="${1:-}"
@@ -101,6 +110,7 @@ main() {
     start) (($# == 1)) || usage; require_root; cmd_start "$1" ;;
     ssh) (($# >= 1)) || usage; check_name "$1"; vm_ssh "$@" ;;
     copy) (($# == 3)) || usage; check_name "$1"; cmd_copy "$@" ;;
+    engine) (($# == 2)) || usage; require_root; check_name "$1"; switch_engine "$1" "$2" ;;
     stop) (($# == 1)) || usage; require_root; cmd_stop "$1" ;;
     reboot) (($# == 1 || $# == 2)) || usage; require_root; check_name "$1"; cmd_reboot "$@" ;;
     status) cmd_status ;;

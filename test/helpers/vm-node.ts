@@ -1,5 +1,5 @@
 /**
- * The cgroup v2 test node for tap tests: a Debian 12 VM with systemd as
+ * The cgroup v2 test node for tap tests: a Debian VM with systemd as
  * PID 1 that scripts/vm/node.sh builds, boots, reaches over ssh and stops
  * (docs/testing.md, "The cgroup v2 node"). Every call runs that script
  * with a timeout; on a timeout its whole process group is killed (ssh

@@ -14,6 +14,9 @@ import {
   ENGINE_INDEPENDENT_TESTS,
   PlanError,
   SUITES,
+  VM_CHAIN,
+  VM_NODES,
+  VM_SUITES,
   besideSuites,
   chooseEngines,
   chooseSuites,
@@ -24,6 +27,8 @@ import {
   primaryOf,
   runOrder,
   suiteFiles,
+  vmChainLines,
+  vmReleases,
 } from "../../scripts/suite/plan.ts";
 
 const ALL = [...ALL_ENGINES];
@@ -213,4 +218,38 @@ t.test("the CLI: the plan and the files as lines, a refusal as one line and exit
     stderr: /^cridock-env: error: unknown engine 'docker30' in CRIDOCK_TEST_ENGINES/,
   });
   await t.rejects(run(["files", "unit"]), { code: 1, stderr: /usage: tsx scripts\/suite\/plan\.ts/ });
+});
+
+t.test("VM chain: the asked suites' steps in the chain's order, every file where none are named; a file not in the suite refused", async (t) => {
+  const find = (root: string) => (root === "test/vm" ? ["test/vm/b.test.ts", "test/vm/a.test.ts"] : root === "test/vm-kubeadm" ? ["test/vm-kubeadm/k.test.ts"] : []);
+  const chain = [
+    { suite: "vm", node: "debian13" },
+    { suite: "vm-kubeadm", node: "debian13-docker29-containerd" },
+    { suite: "vm", node: "debian12", files: ["test/vm/b.test.ts"] },
+  ] as const;
+  t.same(vmChainLines(["vm-kubeadm", "vm"], chain, find), [
+    "vm debian13 trixie distro test/vm/a.test.ts test/vm/b.test.ts",
+    "vm-kubeadm debian13-docker29-containerd trixie docker29-containerd test/vm-kubeadm/k.test.ts",
+    "vm debian12 bookworm distro test/vm/b.test.ts",
+  ]);
+  t.same(vmChainLines(["vm"], chain, find), ["vm debian13 trixie distro test/vm/a.test.ts test/vm/b.test.ts", "vm debian12 bookworm distro test/vm/b.test.ts"]);
+  t.same(vmReleases(chain), ["trixie", "bookworm"]);
+  t.throws(() => vmChainLines(["vm"], [{ suite: "vm", node: "debian13", files: ["test/vm/gone.test.ts"] }], find), {
+    message: /VM node debian13 names test\/vm\/gone\.test\.ts, which is not a test file of test\/vm/,
+  });
+  t.throws(() => vmChainLines(["unit"], chain, find), { message: /'unit' is not a VM suite/ });
+});
+
+t.test("in this repository: the chain's files exist; Debian 13 with every vm file first; both Debian releases and both Engine 29 stores in it", async (t) => {
+  const root = new URL("../..", import.meta.url).pathname;
+  const lines = vmChainLines([...VM_SUITES], VM_CHAIN, (dir) => findTestFiles(root, dir));
+  t.equal(lines.length, VM_CHAIN.length);
+  t.ok(lines.every((line) => line.split(" ").length > 4), "every step runs a file");
+  for (const suite of VM_SUITES) t.ok(VM_CHAIN.some((step) => step.suite === suite), `${suite} has a step`);
+  t.match(VM_CHAIN[0], { suite: "vm", node: "debian13" });
+  t.equal(VM_CHAIN[0]!.files, undefined, "the first node runs every vm file");
+  const setups = new Set(VM_CHAIN.map(({ node }) => `${VM_NODES[node].debian}/${VM_NODES[node].engine}`));
+  t.same([...setups].sort(), ["bookworm/distro", "trixie/distro", "trixie/docker29", "trixie/docker29-containerd"]);
+  t.same(vmReleases(), ["trixie", "bookworm"], "both images, the first step's first");
+  for (const node of Object.keys(VM_NODES)) t.match(node, /^[a-z0-9][a-z0-9-]{0,31}$/, "a VM name vm/node.sh accepts");
 });

@@ -1,6 +1,6 @@
 /**
  * A kubeadm cluster on the cgroup v2 node (docs/testing.md, "The cgroup v2
- * node"), made as an operator makes one on a Debian 12 server: cridock
+ * node"), made as an operator makes one on a Debian server: cridock
  * from its .deb, kubelet under systemd with kubeadm's drop-in, and
  * `kubeadm init` with kubeadm's defaults (the systemd cgroup driver among
  * them) and no preflight check ignored. Then:

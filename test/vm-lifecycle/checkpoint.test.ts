@@ -1,8 +1,8 @@
 /**
  * CheckpointContainer for real (KEP-2008, as kubelet's
  * POST /checkpoint/{namespace}/{pod}/{container} asks it), on the cgroup v2
- * node of scripts/vm/node.sh: Debian 12's kernel 6.1, criu, and Debian's
- * docker.io 20.10 switched to experimental mode ("experimental": true in
+ * node of scripts/vm/node.sh (the release's kernel and criu; its docker.io
+ * or Engine 29, as CRIDOCK_VM_ENGINE picks) switched to experimental mode ("experimental": true in
  * /etc/docker/daemon.json; put back as it was at the end, as the node is
  * shared by the suite's files). CRIU cannot work on the test host's kernel,
  * so this is the only place a dump happens.
