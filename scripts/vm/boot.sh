@@ -69,7 +69,7 @@ launch() {
   [[ "${LAUNCH_KEEP_CONSOLE:-0}" == 1 ]] || : >"$console"
   boot_progress_start "$name"
   START_DAEMON_NICE=10 start_daemon "$(pid_file_name "$name")" qemu-system-x86_64 \
-    -name "cridock-vm-$name" -machine q35,accel=tcg -cpu max,la57=off -smp 2 -m "$VM_MEMORY_MB" \
+    -name "cridock-vm-$name" -machine q35 -accel "tcg,thread=$(tcg_thread)" -cpu max,la57=off -smp 2 -m "$VM_MEMORY_MB" \
     -nodefaults -display none -no-reboot \
     -kernel "$VM_IMAGE_DIR/vmlinuz" -initrd "$VM_IMAGE_DIR/initrd.img" -append "$VM_KERNEL_CMDLINE" \
     -drive "file=$overlay,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
@@ -77,6 +77,26 @@ launch() {
     -device virtio-rng-pci \
     -virtfs "local,path=$share,mount_tag=$VM_SHARE_TAG,security_model=none,readonly=on" \
     -chardev "file,id=vmconsole,path=$console,append=on" -serial chardev:vmconsole
+}
+
+# tcg_thread: qemu's TCG threading for the image in VM_IMAGE_DIR
+# (CRIDOCK_VM_TCG_THREAD: multi or single). Debian 13's kernel 6.12 oopses
+# on int3 now and then under multi-threaded TCG, at boot and later (seen in
+# __schedule 430 s into a checkpoint test, and at 3 s into a boot), where
+# it patches its own code (static keys, alternatives) with int3 while the
+# other vCPU runs it; one thread for both vCPUs runs them in turn, and no
+# vCPU runs code the other is patching. Debian 12's kernel has not oopsed
+# in hundreds of multi-threaded boots, and keeps both host threads.
+tcg_thread() {
+  if [[ -n "${CRIDOCK_VM_TCG_THREAD:-}" ]]; then
+    [[ "$CRIDOCK_VM_TCG_THREAD" == multi || "$CRIDOCK_VM_TCG_THREAD" == single ]] ||
+      die "CRIDOCK_VM_TCG_THREAD=$CRIDOCK_VM_TCG_THREAD: multi or single wanted"
+    echo "$CRIDOCK_VM_TCG_THREAD"
+  elif [[ "$(image_suite "$VM_IMAGE_DIR")" == bookworm ]]; then
+    echo multi
+  else
+    echo single
+  fi
 }
 
 # boot_progress_start NAME: a new boot's state for boot-progress.ts

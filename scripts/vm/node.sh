@@ -48,6 +48,9 @@
 #   CRIDOCK_VM_ENGINE       the engine a freshly started guest runs
 #                           (vm/engine.sh): distro (its docker.io, the
 #                           default), docker29 or docker29-containerd
+#   CRIDOCK_VM_TCG_THREAD   qemu's TCG threads: multi (Debian 12's default)
+#                           or single (Debian 13's: its kernel oopses when
+#                           it patches its code under multi-threaded TCG)
 #   CRIDOCK_VM_MIRROR       the Debian mirror the image is built from
 #                           (default: the one this host's apt uses)
 #   CRIDOCK_VM_SECURITY_MIRROR  the security suite's (default: this host's;
