@@ -80,25 +80,26 @@ export type VmNodeName = keyof typeof VM_NODES;
 
 /**
  * The VM suites' steps, in the order they run: a suite on a node, and the
- * suite's files there (all of test/SUITE when none are named):
- * - vm on Debian 13's own docker.io 26.1, the node of 2026: everything;
- * - vm-lifecycle (reboots, CheckpointContainer through CRIU) and vm-kubeadm
- *   on Debian 12's docker.io 20.10, where they have passed in every run so
- *   far; on Debian 13 they have not run whole yet;
- * - vm on Debian 12, the oldest engine supported: the package's install and
- *   kubelet's pods.
- * Engine 29 on the node (debian13-docker29, debian13-docker29-containerd)
- * is in no step yet: the engine switch works, but no suite has run whole
- * on it (docs/testing.md, "The cgroup v2 node").
+ * suite's files there (all of test/SUITE when none are named). Each node
+ * runs a different engine's part, so that the engines of 2026 are all on
+ * cgroup v2 with the systemd driver without every file running on each
+ * (CI's time: the guest's CPU is emulated):
+ * - vm on Debian 13's own docker.io 26.1: everything;
+ * - vm-lifecycle (reboots, CheckpointContainer through CRIU), which only a
+ *   VM can test: Engine 29 with the classic store and runc 1.5;
+ * - vm-kubeadm (a cluster's control plane, resize, swap): Engine 29 with
+ *   the containerd image store, the image store of a fresh install;
+ * - vm on Debian 12's 20.10, the oldest engine supported: the package's
+ *   install and kubelet's pods.
  * In CI's background chain a step after the first starts only before a
  * deadline (scripts/suite/vm.sh), so the order is what matters most first.
  * Any node runs any file: CRIDOCK_VM_DEBIAN and CRIDOCK_VM_ENGINE pick one
- * for a file run alone.
+ * for a file run alone (docs/testing.md, "The cgroup v2 node").
  */
 export const VM_CHAIN: ReadonlyArray<{ suite: (typeof VM_SUITES)[number]; node: VmNodeName; files?: readonly string[] }> = [
   { suite: "vm", node: "debian13" },
-  { suite: "vm-lifecycle", node: "debian12" },
-  { suite: "vm-kubeadm", node: "debian12" },
+  { suite: "vm-lifecycle", node: "debian13-docker29" },
+  { suite: "vm-kubeadm", node: "debian13-docker29-containerd" },
   { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"] },
 ];
 
