@@ -87,10 +87,15 @@ export type VmNodeName = keyof typeof VM_NODES;
  * - vm on Debian 13's own docker.io 26.1: everything;
  * - vm-lifecycle (reboots, CheckpointContainer through CRIU), which only a
  *   VM can test: Engine 29 with the classic store and runc 1.5;
- * - vm-kubeadm (a cluster's control plane, resize, swap): Engine 29 with
- *   the containerd image store, the image store of a fresh install;
- * - vm on Debian 12's 20.10, the oldest engine supported: the package's
- *   install and kubelet's pods.
+ * - vm-kubeadm (a cluster's control plane, resize, swap) on Debian 12's
+ *   20.10: a control plane needs both of the guest's vCPUs, and Debian 13
+ *   guests run on one TCG thread (scripts/vm/boot.sh); there kubeadm's
+ *   API server did not come up in kubeadm's wait, beside two more VMs;
+ * - vm on Debian 12, the oldest engine supported: the package's install
+ *   and kubelet's pods.
+ * Engine 29 with the containerd image store (a fresh install's) runs
+ * kubelet's pods on request (CRIDOCK_VM_ENGINE=docker29-containerd): it
+ * passed them, and CI's time has no room for another node.
  * In CI's background chain a step after the first starts only before a
  * deadline (scripts/suite/vm.sh), so the order is what matters most first.
  * Any node runs any file: CRIDOCK_VM_DEBIAN and CRIDOCK_VM_ENGINE pick one
@@ -99,7 +104,7 @@ export type VmNodeName = keyof typeof VM_NODES;
 export const VM_CHAIN: ReadonlyArray<{ suite: (typeof VM_SUITES)[number]; node: VmNodeName; files?: readonly string[] }> = [
   { suite: "vm", node: "debian13" },
   { suite: "vm-lifecycle", node: "debian13-docker29" },
-  { suite: "vm-kubeadm", node: "debian13-docker29-containerd" },
+  { suite: "vm-kubeadm", node: "debian12" },
   { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"] },
 ];
 
