@@ -43,7 +43,7 @@ run_step() {
     kubernetes-tests) bash "$env_dir/install-kubernetes-tests.sh" ;;
     conformance-images) bash "$env_dir/conformance-images.sh" ;;
     cluster-images) bash "$env_dir/cluster-images.sh" ;;
-    # Each Debian release the VM suites' nodes run (plan.ts's VM_SUITE_NODES).
+    # Each Debian release the VM chain's nodes run (plan.ts's VM_CHAIN).
     vm-image)
       local debian
       for debian in $(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/plan.ts vm-releases); do

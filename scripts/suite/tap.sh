@@ -29,23 +29,20 @@ run_tap_suite() {
     SUMMARY_ARGS+=(--failed "$name=its test files could not be listed (scripts/suite/plan.ts files)")
     return 0
   fi
-  run_tap_files "$name" "$listing" "$@"
+  TAP_ENDPOINT="$(engine_endpoint "$engine")" run_tap_files "$name" "$listing" "$@"
 }
 
 # run_tap_files NAME FILES [TAP FLAGS...]: tap on FILES (one a line, or
-# separated by spaces) with SUITE_ENV, its TAP kept for counting as NAME.
-# The engine the suite runs against is NAME's part after the @ when that is
-# one of the host's engine setups.
+# separated by spaces) with SUITE_ENV, its TAP kept for counting as NAME;
+# against the host's engine setup at TAP_ENDPOINT when the caller sets it
+# (run_tap_suite; the VM suites' files use the guest's own engine).
 run_tap_files() {
-  local name="$1" listing="$2" files=() status endpoint=""; shift 2
+  local name="$1" listing="$2" files=() status endpoint="${TAP_ENDPOINT:-}"; shift 2
   [[ -z "${listing//[[:space:]]/}" ]] || read -r -d '' -a files <<<"$listing" || true
   if ((${#files[@]} == 0)); then
     echo "# $name: no test files yet"
     return 0
   fi
-  case "${name#*@}" in
-    docker20.10 | docker29 | docker29-*) endpoint="$(engine_endpoint "${name#*@}")" ;;
-  esac
   echo "# ---- $name tests (${#files[@]} files)"
   set +e
   (cd "$CRIDOCK_REPO_ROOT" && env "${SUITE_ENV[@]}" ${endpoint:+CRIDOCK_TEST_DOCKER_ENDPOINT="$endpoint"} \
