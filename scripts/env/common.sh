@@ -91,15 +91,21 @@ CONFORMANCE_IMAGE_PACKAGES=(bind9-dnsutils netcat-openbsd iperf iproute2 curl pr
 # What scripts/vm/node.sh needs on the host to build and run the cgroup v2
 # test node (a Debian VM; docs/testing.md, "The cgroup v2 node"), apart
 # from the rest: only the suites that name that node need them. qemu runs
-# it (TCG: no usable KVM is assumed) and qemu-img makes its disk and each
-# VM's overlay; debootstrap makes its root file system and e2fsprogs' mke2fs
-# the disk from that directory (no loop device); openssh-client reaches it
-# (ssh-keygen, ssh); iproute2's ss finds a free port for its ssh forward and
-# util-linux gives unshare (private mounts for the chroot) and flock.
+# it (TCG: no usable KVM is assumed; qemu-system-x86 itself comes from
+# scripts/vm/host.sh, which needs a newer one than Debian 12's) and qemu-img
+# makes its disk and each VM's overlay; debootstrap makes its root file
+# system and e2fsprogs' mke2fs the disk from that directory (no loop
+# device); openssh-client reaches it (ssh-keygen, ssh); iproute2's ss finds
+# a free port for its ssh forward and util-linux gives unshare (private
+# mounts for the chroot) and flock.
 VM_HOST_PACKAGES=(
-  qemu-system-x86 qemu-utils debootstrap debian-archive-keyring e2fsprogs
+  qemu-utils debootstrap debian-archive-keyring e2fsprogs
   openssh-client iproute2 util-linux socat
 )
+# The apt source scripts/vm/host.sh adds when this host's release has a
+# qemu older than the node needs (its backports suite), and
+# scripts/env/fresh-machine.sh removes.
+VM_BACKPORTS_LIST="/etc/apt/sources.list.d/cridock-env-backports.list"
 
 log() { printf 'cridock-env: %s\n' "$*" >&2; }
 die() { printf 'cridock-env: error: %s\n' "$*" >&2; exit 1; }
@@ -187,7 +193,19 @@ install_missing_packages() {
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
   done
   ((${#missing[@]} == 0)) && return 0
-  log "installing Debian packages: ${missing[*]}"
+  install_packages "${missing[@]}"
+}
+
+# install_packages [--release SUITE] PACKAGE...: apt-get install of them
+# (an upgrade of those installed), from SUITE when given (apt's -t, for a
+# backports suite, whose packages apt never picks by itself).
+install_packages() {
+  local release=()
+  if [[ "${1:-}" == --release ]]; then
+    release=(-t "$2")
+    shift 2
+  fi
+  log "installing Debian packages: $*${release[*]:+ (from ${release[1]})}"
   # Keep the packages' own services (dockerd, the Debian registry on :5000)
   # from starting during the install: this script starts what it needs, on
   # the addresses it chose. The policy file exists only while apt runs.
@@ -203,7 +221,7 @@ install_missing_packages() {
     # A background build (scripts/env/prebuild-tools.sh) may install packages
     # while a suite does: wait for dpkg's lock rather than fail at once.
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q &&
-      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}"
+      DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${release[@]}" "$@"
   } </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 || status=$?
   ((ours)) && rm -f "$policy"
   # What this install added, dependencies included, for scripts/env/fresh-machine.sh to purge.

@@ -11,7 +11,7 @@
 #   2. purges the Debian packages install_missing_packages recorded as
 #      installed by it (dependencies included); packages the machine came
 #      with are never touched, so nothing the machine's own toolchains need
-#      goes;
+#      goes; and removes the apt source scripts/vm/host.sh added for qemu;
 #   3. removes the tools cache (/var/cache/cridock-tools), the Go build and
 #      module caches (`go env GOCACHE GOMODCACHE`), npm's cache, the Debian
 #      engine's data (/var/lib/docker, /var/lib/containerd) and the logs.
@@ -35,6 +35,16 @@ purge_packages() {
   log "purging ${#installed[@]} Debian packages the environment installed"
   DEBIAN_FRONTEND=noninteractive apt-get purge -y -q "${installed[@]}" </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 ||
     die "apt-get purge failed; see $ENV_LOG_DIR/apt.log"
+}
+
+# remove_backports_source: the suite scripts/vm/host.sh added, and apt's
+# lists of it.
+remove_backports_source() {
+  [[ -f "$VM_BACKPORTS_LIST" ]] || return 0
+  rm -f "$VM_BACKPORTS_LIST"
+  DEBIAN_FRONTEND=noninteractive apt-get update -q </dev/null >>"$ENV_LOG_DIR/apt.log" 2>&1 ||
+    log "apt-get update after removing $VM_BACKPORTS_LIST failed; see $ENV_LOG_DIR/apt.log"
+  log "removed $VM_BACKPORTS_LIST"
 }
 
 remove_caches() {
@@ -63,6 +73,7 @@ main() {
   bash "$CRIDOCK_REPO_ROOT/scripts/env-teardown.sh" --purge </dev/null
   mkdir -p "$ENV_LOG_DIR"
   purge_packages "${packages[@]}"
+  remove_backports_source
   remove_caches
   rm -rf "$ENV_LOG_DIR" "$ENV_RUN_DIR"
   log "this machine is as fresh as the test environment can make it: clone the repo anew and run .ci/run"

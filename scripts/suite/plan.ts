@@ -88,9 +88,9 @@ export type VmNodeName = keyof typeof VM_NODES;
  * - vm-lifecycle (reboots, CheckpointContainer through CRIU), which only a
  *   VM can test: Engine 29 with the classic store and runc 1.5;
  * - vm-kubeadm (a cluster's control plane, resize, swap) on Debian 12's
- *   20.10: a control plane needs both of the guest's vCPUs, and Debian 13
- *   guests run on one TCG thread (scripts/vm/boot.sh); there kubeadm's
- *   API server did not come up in kubeadm's wait, beside two more VMs;
+ *   20.10: on Debian 13 with Engine 29's containerd store kubeadm's API
+ *   server answered only "TLS handshake timeout" until kubeadm's wait ran
+ *   out, its guest's load at 13 beside one more VM (docs/testing.md);
  * - vm on Debian 12, the oldest engine supported: the package's install
  *   and kubelet's pods.
  * Engine 29 with the containerd image store (a fresh install's) runs

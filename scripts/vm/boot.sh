@@ -12,6 +12,15 @@
 # shellcheck disable=SC2034  # settings for the files node.sh sources
 
 VM_MEMORY_MB="${CRIDOCK_VM_MEMORY_MB:-2048}"
+# Kernel parameters given at boot only (the image's key does not hash
+# them, as they change nothing in it). tsc=unstable: Debian 13's kernel
+# finds the emulated TSCs in sync and marks sched_clock stable 3 s into
+# each boot, a static key flipped (its code patched with int3) while both
+# vCPUs run; under qemu 7.2's multi-threaded TCG one boot in six oopsed
+# there (scripts/vm/host.sh). Debian 12's kernel marks the TSCs
+# unsynchronized before that key is set; with the parameter both releases
+# boot the same way, on the HPET clocksource, and no boot flips the key.
+VM_BOOT_CMDLINE="tsc=unstable"
 # The boot's bounds (node.sh's header): the hard cap on the wait for ssh
 # while the console still prints, the console's silence that makes a boot
 # stuck, and how many times a boot that panicked is tried again.
@@ -71,7 +80,7 @@ launch() {
   START_DAEMON_NICE=10 start_daemon "$(pid_file_name "$name")" qemu-system-x86_64 \
     -name "cridock-vm-$name" -machine q35 -accel "tcg,thread=$(tcg_thread)" -cpu max,la57=off -smp 2 -m "$VM_MEMORY_MB" \
     -nodefaults -display none -no-reboot \
-    -kernel "$VM_IMAGE_DIR/vmlinuz" -initrd "$VM_IMAGE_DIR/initrd.img" -append "$VM_KERNEL_CMDLINE" \
+    -kernel "$VM_IMAGE_DIR/vmlinuz" -initrd "$VM_IMAGE_DIR/initrd.img" -append "$VM_KERNEL_CMDLINE $VM_BOOT_CMDLINE" \
     -drive "file=$overlay,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
     -netdev "$netdev" -device virtio-net-pci,netdev=n0 \
     -device virtio-rng-pci \
@@ -79,24 +88,15 @@ launch() {
     -chardev "file,id=vmconsole,path=$console,append=on" -serial chardev:vmconsole
 }
 
-# tcg_thread: qemu's TCG threading for the image in VM_IMAGE_DIR
-# (CRIDOCK_VM_TCG_THREAD: multi or single). Debian 13's kernel 6.12 oopses
-# on int3 now and then under multi-threaded TCG, at boot and later (seen in
-# __schedule 430 s into a checkpoint test, and at 3 s into a boot), where
-# it patches its own code (static keys, alternatives) with int3 while the
-# other vCPU runs it; one thread for both vCPUs runs them in turn, and no
-# vCPU runs code the other is patching. Debian 12's kernel has not oopsed
-# in hundreds of multi-threaded boots, and keeps both host threads.
+# tcg_thread: qemu's TCG threading (CRIDOCK_VM_TCG_THREAD): multi, the
+# default, one host thread per vCPU (safe for Debian 13's guests from qemu
+# 10 on, which scripts/vm/host.sh installs); or single, both vCPUs in turn
+# on one thread, a third of the speed.
 tcg_thread() {
-  if [[ -n "${CRIDOCK_VM_TCG_THREAD:-}" ]]; then
-    [[ "$CRIDOCK_VM_TCG_THREAD" == multi || "$CRIDOCK_VM_TCG_THREAD" == single ]] ||
-      die "CRIDOCK_VM_TCG_THREAD=$CRIDOCK_VM_TCG_THREAD: multi or single wanted"
-    echo "$CRIDOCK_VM_TCG_THREAD"
-  elif [[ "$(image_suite "$VM_IMAGE_DIR")" == bookworm ]]; then
-    echo multi
-  else
-    echo single
-  fi
+  local thread="${CRIDOCK_VM_TCG_THREAD:-multi}"
+  [[ "$thread" == multi || "$thread" == single ]] ||
+    die "CRIDOCK_VM_TCG_THREAD=$thread: multi or single wanted"
+  echo "$thread"
 }
 
 # boot_progress_start NAME: a new boot's state for boot-progress.ts

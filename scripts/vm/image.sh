@@ -286,7 +286,7 @@ image_dir() {
     flock -w 3600 "$lock_fd" || die "another image build held $VM_CACHE_DIR/image.lock for an hour"
   fi
   if [[ ! -f "$VM_IMAGE_DIR/base.qcow2" ]]; then
-    install_missing_packages "${VM_HOST_PACKAGES[@]}"
+    ensure_vm_host
     local work="$VM_CACHE_DIR/build-$key"
     rm -rf "$work"
     : >"$VM_IMAGE_LOG"

@@ -72,7 +72,7 @@ cmd_start() {
     vm_log "VM $name is running already (pid $(pid_of "$pid_name")); waiting for its ssh"
     wait_for_ssh "$name" 1 || boot_failed "$name"
   else
-    install_missing_packages "${VM_HOST_PACKAGES[@]}"
+    ensure_vm_host
     image_dir
     : >"$ENV_LOG_DIR/vm-$name.log"
     boot_vm "$name" "" fresh

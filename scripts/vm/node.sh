@@ -48,9 +48,7 @@
 #   CRIDOCK_VM_ENGINE       the engine a freshly started guest runs
 #                           (vm/engine.sh): distro (its docker.io, the
 #                           default), docker29 or docker29-containerd
-#   CRIDOCK_VM_TCG_THREAD   qemu's TCG threads: multi (Debian 12's default)
-#                           or single (Debian 13's: its kernel oopses when
-#                           it patches its code under multi-threaded TCG)
+#   CRIDOCK_VM_TCG_THREAD   qemu's TCG threads: multi (the default) or single
 #   CRIDOCK_VM_MIRROR       the Debian mirror the image is built from
 #                           (default: the one this host's apt uses)
 #   CRIDOCK_VM_SECURITY_MIRROR  the security suite's (default: this host's;
@@ -73,9 +71,10 @@
 set -euo pipefail
 
 # This file is the command line: usage, the arguments' checks, dispatch.
-# The work is in the files it sources: image.sh (the guest image), boot.sh
-# (qemu's launch and the wait for ssh) and lifecycle.sh (ssh, start,
-# reboot, stop, copy, status) and engine.sh (the guest's Docker engine).
+# The work is in the files it sources: image.sh (the guest image), host.sh
+# (what the host needs: its packages, qemu 10), boot.sh (qemu's launch and
+# the wait for ssh), lifecycle.sh (ssh, start, reboot, stop, copy, status)
+# and engine.sh (the guest's Docker engine).
 
 # shellcheck source=scripts/env/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../env/common.sh"
@@ -93,6 +92,8 @@ check_name() {
 
 # shellcheck source=scripts/vm/image.sh
 source "$(dirname "${BASH_SOURCE[0]}")/image.sh"
+# shellcheck source=scripts/vm/host.sh
+source "$(dirname "${BASH_SOURCE[0]}")/host.sh"
 # shellcheck source=scripts/vm/boot.sh
 source "$(dirname "${BASH_SOURCE[0]}")/boot.sh"
 # shellcheck source=scripts/vm/lifecycle.sh
@@ -106,7 +107,7 @@ main() {
   case "$command" in
     image)
       require_root
-      install_missing_packages "${VM_HOST_PACKAGES[@]}"
+      ensure_vm_host
       image_dir
       echo "$VM_IMAGE_DIR"
       ;;
