@@ -497,7 +497,13 @@ if (!existsSync(KUBELET)) {
     t.equal(await podProcesses(), before, "the purge stopped no container");
     await ensureDebInstalled(vm, deb);
     t.ok(await serviceActive(vm), "cridock.service active after a fresh install");
-    t.equal((await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 })).status, 0, "crictl answers");
+    const answer = await vm.ssh(`${crictl} version`, { timeoutMs: 180_000 });
+    t.equal(answer.status, 0, "crictl answers", {
+      // A CI run beside the host's suites once saw this call fail with cridock.service active; what it said, and what cridock and the socket logged.
+      diagnostic: answer.status !== 0,
+      output: output(answer),
+      journal: answer.status === 0 ? undefined : output(await vm.ssh("journalctl -u cridock.socket -u cridock.service --no-pager -o short-monotonic | tail -n 25")),
+    });
     // Lines written while no cridock ran reach the CRI log from dockerd's, once.
     await new Promise((r) => setTimeout(r, 5000));
     t.equal(await podProcesses(), before, "the reinstalled cridock took the pods over, none restarted");
