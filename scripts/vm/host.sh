@@ -8,11 +8,11 @@
 # kernel (6.12) oopsed on int3 where it had just patched its own code
 # (a static key flipped while the other vCPU ran that code: "Oops: int3"
 # in dequeue_entities 265 s into a pods test, in __schedule 430 s into a
-# checkpoint test, in sched_clock_cpu 3 s into a boot), which made a single
-# TCG thread necessary, at half the speed. qemu 10.0 (Debian 13's own, and
-# Debian 12's backports) ran the same guests on two threads through the
-# suites that had oopsed, and runs them about three times as fast as 7.2
-# did: fork and exec of /bin/true in the guest 14 ms against 44 ms, a boot
+# checkpoint test, in sched_clock_cpu 3 s into a boot), which made a
+# single TCG thread necessary, at about half the speed. qemu 10.0 (Debian
+# 13's own, and Debian 12's backports) ran the same guests on two threads
+# through the suites that had oopsed, and runs them about three times as
+# fast as 7.2 did: fork and exec of /bin/true in the guest 14 ms against 44 ms, a boot
 # to ssh 28 s against 46 s (docs/testing.md, "The cgroup v2 node").
 
 # shellcheck shell=bash
@@ -46,10 +46,9 @@ qemu_version() {
 }
 
 qemu_new_enough() {
-  local version
-  version="$(qemu_version)"
-  [[ -n "$version" ]] && dpkg-query -W -f='${db:Status-Status}' qemu-system-x86 2>/dev/null | grep -qx installed &&
-    dpkg --compare-versions "$version" ge "$VM_QEMU_MIN_VERSION"
+  local status version
+  read -r status version < <(dpkg-query -W -f='${db:Status-Status} ${Version}\n' qemu-system-x86 2>/dev/null || true)
+  [[ "$status" == installed ]] && dpkg --compare-versions "$version" ge "$VM_QEMU_MIN_VERSION"
 }
 
 # add_backports_source CODENAME: CODENAME-backports from the mirror that
