@@ -45,6 +45,9 @@ import { CRIDOCK_VERSION } from "./version.ts";
 import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
 import { OciLayerLookup } from "./oci/layer.ts";
+import { UsernsSupportProbe } from "./oci/userns-support.ts";
+import { sweepRootfs } from "./oci/idmapped-rootfs.ts";
+import { isNotFound } from "./docker/errors.ts";
 import { SpecEditsStore } from "./oci/edits-store.ts";
 import { decideOomScorePolicy, readOomScoreFacts, type OomScorePolicy } from "./runtime/container/oom-score.ts";
 
@@ -80,7 +83,16 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const podCidrs = new PodCidrStore(config.rootDirectory);
   const network: PodNetwork = await startPodNetwork(config, log, await podCidrs.load(), metrics.onCniOperation);
   const oomScore = await oomScorePolicy(config, log);
-  const status = new RuntimeStatus(docker, network, (cidr) => podCidrs.save(cidr));
+  // What Docker's API cannot carry goes into the OCI spec through cridock's runtime layer, where dockerd has it.
+  const ociLayer = new OciLayerLookup(
+    () => docker.info(),
+    (reason) => log.warn({ reason }, "no OCI runtime layer: cgroup v2 unified settings are written after each container starts, not before its first instruction"),
+  );
+  const userns = new UsernsSupportProbe(
+    () => ociLayer.current({ quiet: true }),
+    async () => ({ ...(await docker.info()), apiVersion: await docker.apiVersion() }),
+  );
+  const status = new RuntimeStatus(docker, network, (cidr) => podCidrs.save(cidr), () => userns.current());
   status.prefetchOnConnect();
   const imageFs = new ImageFilesystem(docker);
   const images = new ImageManager({
@@ -114,6 +126,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     cgroupDriver: () => status.cgroupDriver(),
     runtimeNames: async () => Object.keys((await docker.info()).Runtimes ?? {}),
     containerRemoved: (id) => logFollowers.forget(id),
+    userns: () => userns.current(),
   });
   const boots = new BootStore(config.rootDirectory);
   const [recordedBootId, bootId] = await Promise.all([boots.load(), currentBootId()]);
@@ -123,17 +136,28 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   // Written when the boot changed only: the same boot's restarts need no fsynced write.
   if (bootId && bootId !== recordedBootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
 
-  // What Docker's API cannot carry goes into the OCI spec through cridock's runtime layer, where dockerd has it.
-  const ociLayer = new OciLayerLookup(
-    () => docker.info(),
-    (reason) => log.warn({ reason }, "no OCI runtime layer: cgroup v2 unified settings are written after each container starts, not before its first instruction"),
-  );
   // Edits a start left when cridock stopped in its middle (src/oci/edits-store.ts).
   void ociLayer
     .current({ quiet: true })
     .then((layer) => layer && new SpecEditsStore(layer.editsDir).sweep(STALE_EDITS_MS))
     .then((removed) => removed && removed.length > 0 && log.info({ removed }, "removed stale OCI spec edits"))
     .catch((err: unknown) => log.warn({ err }, "could not sweep stale OCI spec edits"));
+  // Idmapped rootfs whose container's delete never reached the layer (src/oci/idmapped-rootfs.ts).
+  void ociLayer
+    .current({ quiet: true })
+    .then((layer) =>
+      layer?.rootfsDir
+        ? sweepRootfs(layer.rootfsDir, STALE_EDITS_MS, (id) =>
+            // Only a container Docker says is gone or stopped: a dockerd that does not answer may still run it (live-restore).
+            docker.inspectContainer(id).then(
+              (c) => c.State.Running,
+              (err: unknown) => !isNotFound(err),
+            ),
+          )
+        : [],
+    )
+    .then((released) => released.length > 0 && log.info({ released }, "released the idmapped rootfs of containers that no longer run"))
+    .catch((err: unknown) => log.warn({ err }, "could not sweep idmapped rootfs left by stopped containers"));
   const containers = new ContainerManager({
     docker,
     sandboxes,
@@ -148,6 +172,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     cgroupDriver: () => status.cgroupDriver(),
     requestTimeoutMs: config.runtimeRequestTimeoutMs,
     ociLayer: () => ociLayer.current(),
+    userns: () => userns.current(),
   });
   // Log writers of containers that ran on while cridock was down pick up where they stopped.
   await containers.resumeLogs().catch((err) => log.error({ err }, "could not resume container log writers"));

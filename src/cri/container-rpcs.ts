@@ -4,6 +4,7 @@
  * ReopenContainerLog and CheckpointContainer: protobuf shapes ⇄ the plain container descriptions of
  * runtime/container/spec.ts.
  */
+import { mountMappings, usernsFromCri } from "./userns-options.ts";
 import type { CallContext, HandlerTable } from "./handlers.ts";
 import { criRoot, type EncodedMessage } from "./proto.ts";
 import { RepeatedFieldEncoder } from "./repeated-encoding.ts";
@@ -93,7 +94,6 @@ function securityFromCri(sc: cri.LinuxContainerSecurityContext | null | undefine
   if (!sc) return undefined;
   const ns = sc.namespaceOptions;
   const selinux = sc.selinuxOptions;
-  const userns = ns?.usernsOptions;
   return {
     privileged: sc.privileged ?? false,
     capAdd: sc.capabilities?.addCapabilities ?? [],
@@ -101,8 +101,7 @@ function securityFromCri(sc: cri.LinuxContainerSecurityContext | null | undefine
     capAddAmbient: sc.capabilities?.addAmbientCapabilities ?? [],
     pidMode: NAMESPACE[ns?.pid ?? NamespaceMode.POD] ?? "pod",
     targetId: ns?.targetId ?? "",
-    usernsMode: NAMESPACE[userns?.mode ?? NamespaceMode.NODE] ?? "node",
-    usernsMapped: (userns?.uids?.length ?? 0) > 0 || (userns?.gids?.length ?? 0) > 0,
+    userns: usernsFromCri(ns?.usernsOptions, "container"),
     runAsUser: sc.runAsUser ? (sc.runAsUser.value ?? 0n) : undefined,
     runAsGroup: sc.runAsGroup ? (sc.runAsGroup.value ?? 0n) : undefined,
     runAsUsername: sc.runAsUsername ?? "",
@@ -144,7 +143,7 @@ export function specFromCri(config: cri.ContainerConfig): spec.ContainerSpec {
       recursiveReadOnly: m.recursiveReadOnly ?? false,
       image: m.image?.image ?? "",
       imageSubPath: m.imageSubPath ?? "",
-      idMappings: (m.uidMappings?.length ?? 0) > 0 || (m.gidMappings?.length ?? 0) > 0,
+      idMappings: mountMappings(m.uidMappings, m.gidMappings),
     })),
     devices: (config.devices ?? []).map((d) => ({
       containerPath: d.containerPath ?? "",

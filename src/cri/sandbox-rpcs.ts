@@ -5,6 +5,7 @@
  */
 import type { HandlerTable, CallContext } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
+import { usernsFromCri } from "./userns-options.ts";
 import { NamespaceMode, PodSandboxState, ProfileType, Protocol, SupplementalGroupsPolicy } from "./proto-types.ts";
 import { invalidArgument } from "../errors.ts";
 import { sendInBatches } from "./list-stream.ts";
@@ -90,6 +91,7 @@ export function sandboxSpecFromCri(request: cri.RunPodSandboxRequest): SandboxSp
       ipc: mode(ns?.ipc, "ipc"),
       targetId: ns?.targetId ?? "",
     },
+    userns: usernsFromCri(ns?.usernsOptions, "pod sandbox"),
     security: {
       privileged: sc?.privileged ?? false,
       readonlyRootfs: sc?.readonlyRootfs ?? false,

@@ -150,6 +150,8 @@ export interface HostConfig extends Resources {
   ShmSize?: number;
   Sysctls?: Record<string, string>;
   Runtime?: string;
+  /** OCI spec annotations (Engine API 1.43 and newer). */
+  Annotations?: Record<string, string>;
   MaskedPaths?: string[];
   ReadonlyPaths?: string[];
   Init?: boolean | null;

@@ -34,6 +34,16 @@ export class SpecEditsStore {
     await rm(editsPath(this.dir, id), { force: true });
   }
 
+  /** Around Docker's start of container `id`: its edits exist while the runtime creates it, and go after. */
+  async around<T>(id: string, edits: SpecEdits, start: () => Promise<T>, onRemoveError: (err: unknown) => void): Promise<T> {
+    await this.write(id, edits);
+    try {
+      return await start();
+    } finally {
+      await this.remove(id).catch(onRemoveError);
+    }
+  }
+
   /**
    * Removes what a start that never returned left (cridock stopped in the
    * middle of it): files older than `ageMs`. Younger ones may belong to a

@@ -11,20 +11,39 @@
  * to the real runtime unchanged. An edit that fails fails the call: the
  * container is never run without what was asked.
  *
- * The script is written by `cridock oci-layer install` with its three
- * settings baked in (the real runtime, the edits directory, the command
- * that runs cridock), so Docker needs no runtimeArgs, and cridock reads the
- * edits directory back from it (parseLauncher).
+ * A container in a pod's user namespace has its idmapped rootfs made by
+ * that same step (idmapped-rootfs.ts, under the rootfs directory), and
+ * undone by `cridock oci-edit --release` after the real runtime's `delete`:
+ * the one other call that starts cridock, and only for a container that
+ * has such a directory.
+ *
+ * The script is written by `cridock oci-layer install` with its settings
+ * baked in (the real runtime, the edits and rootfs directories, the
+ * command that runs cridock), so Docker needs no runtimeArgs, and cridock
+ * reads the directories back from it (parseLauncher).
  */
+/**
+ * The OCI annotation on every container of a pod with its own user
+ * namespace (runtime/pod-userns.ts sets it), and how it shows in the
+ * bundle's config.json as Docker's Go encoder writes it (no spaces): its
+ * value is fixed, so a fixed grep finds it.
+ */
+export const USERNS_ANNOTATION = "io.cridock.userns";
+export const USERNS_ANNOTATION_VALUE = "pod";
+const USERNS_MARK = `"${USERNS_ANNOTATION}":"${USERNS_ANNOTATION_VALUE}"`;
 
 /** The first lines of every launcher; parseLauncher accepts nothing else. */
-export const LAUNCHER_MARKER = "# cridock OCI runtime layer, launcher format 1";
+export const LAUNCHER_MARKER = "# cridock OCI runtime layer, launcher format 2";
+/** Format 1 (no user namespaces) still carries out unified settings until the next install rewrites it. */
+const LAUNCHER_MARKER_1 = "# cridock OCI runtime layer, launcher format 1";
 
 export interface LauncherSettings {
   /** The real OCI runtime every call ends in (runc, or the one a RuntimeClass names). */
   delegate: string;
   /** Where cridock leaves a container's spec edits, as <id>.json. */
   editsDir: string;
+  /** Where the layer makes the idmapped rootfs of containers in a pod's user namespace (format 2). */
+  rootfsDir?: string;
   /** The command that runs cridock (its executable; or node, its flags and the script). */
   cridock: readonly string[];
 }
@@ -42,6 +61,8 @@ function checkPath(what: string, value: string): void {
 export function renderLauncher(settings: LauncherSettings): string {
   checkPath("runtime", settings.delegate);
   checkPath("edits directory", settings.editsDir);
+  if (!settings.rootfsDir) throw new Error("the layer needs its rootfs directory");
+  checkPath("rootfs directory", settings.rootfsDir);
   if (settings.cridock.length === 0) throw new Error("the layer needs the command that runs cridock");
   checkPath("cridock command", settings.cridock[0]!);
   const cridock = settings.cridock.map(shellWord).join(" ");
@@ -51,9 +72,11 @@ ${LAUNCHER_MARKER}
 # Written by \`cridock oci-layer install\`; an install rewrites it. Docker runs it in
 # place of runc. A create or restore of a container with spec edits recorded by
 # cridock has them added to the bundle's config.json first; every call then goes
-# on, unchanged, to the real runtime.
+# on, unchanged, to the real runtime. A delete of a container with an idmapped
+# rootfs (a pod's user namespace) has it undone after the real runtime's.
 DELEGATE=${shellWord(settings.delegate)}
 EDITS_DIR=${shellWord(settings.editsDir)}
+ROOTFS_DIR=${shellWord(settings.rootfsDir)}
 
 cmd= bundle= log= want= id=
 for arg do
@@ -87,7 +110,26 @@ create | restore)
 	*/* | .* | '') ;;
 	*)
 		if [ -e "$EDITS_DIR/$id.json" ]; then
-			${cridock} oci-edit --bundle "\${bundle:-.}" --edits "$EDITS_DIR/$id.json" --log "$log" || exit 1
+			${cridock} oci-edit --bundle "\${bundle:-.}" --edits "$EDITS_DIR/$id.json" --id "$id" --rootfs-dir "$ROOTFS_DIR" --log "$log" || exit 1
+		elif grep -qF '${USERNS_MARK}' "\${bundle:-.}/config.json"; then
+			# Never in the host's user namespace: a start without cridock's edits is refused.
+			msg="cridock OCI layer: container $id belongs in its pod's user namespace and was started without cridock's spec edits; start it through cridock (crictl start), not docker"
+			echo "$msg" >&2
+			[ -z "$log" ] || printf '{"level":"error","msg":"%s"}\n' "$msg" >>"$log"
+			exit 1
+		fi
+		;;
+	esac
+	;;
+delete)
+	case $id in
+	*/* | .* | '') ;;
+	*)
+		if [ -d "$ROOTFS_DIR/$id" ]; then
+			"$DELEGATE" "$@"
+			status=$?
+			${cridock} oci-edit --release --id "$id" --rootfs-dir "$ROOTFS_DIR" || [ "$status" -ne 0 ] || exit 1
+			exit "$status"
 		fi
 		;;
 	esac
@@ -98,9 +140,9 @@ exec "$DELEGATE" "$@"
 }
 
 /** The settings of a launcher cridock wrote, or undefined for any other file. */
-export function parseLauncher(text: string): Pick<LauncherSettings, "delegate" | "editsDir"> | undefined {
+export function parseLauncher(text: string): Pick<LauncherSettings, "delegate" | "editsDir" | "rootfsDir"> | undefined {
   const lines = text.split("\n");
-  if (lines[0] !== "#!/bin/sh" || lines[1] !== LAUNCHER_MARKER) return undefined;
+  if (lines[0] !== "#!/bin/sh" || (lines[1] !== LAUNCHER_MARKER && lines[1] !== LAUNCHER_MARKER_1)) return undefined;
   const value = (name: string) => {
     const line = lines.find((l) => l.startsWith(`${name}='`));
     if (!line) return undefined;
@@ -108,5 +150,7 @@ export function parseLauncher(text: string): Pick<LauncherSettings, "delegate" |
   };
   const delegate = value("DELEGATE");
   const editsDir = value("EDITS_DIR");
-  return delegate && editsDir ? { delegate, editsDir } : undefined;
+  const rootfsDir = lines[1] === LAUNCHER_MARKER ? value("ROOTFS_DIR") : undefined;
+  if (!delegate || !editsDir) return undefined;
+  return rootfsDir ? { delegate, editsDir, rootfsDir } : { delegate, editsDir };
 }

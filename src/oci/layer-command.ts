@@ -30,6 +30,7 @@ const OPTIONS = {
   "docker-pid-file": { type: "string", default: "/var/run/docker.pid" },
   launcher: { type: "string", default: "/var/lib/cridock/oci-runtime" },
   "edits-dir": { type: "string", default: "/run/cridock/oci-edits" },
+  "rootfs-dir": { type: "string", default: "/run/cridock-rootfs" },
   runtime: { type: "string" },
   "no-reload": { type: "boolean", default: false },
   help: { type: "boolean", default: false },
@@ -47,6 +48,8 @@ unified settings) is in force before a container's first instruction.
   --docker-pid-file FILE dockerd's pid file, for SIGHUP (default /var/run/docker.pid)
   --launcher FILE        where the launcher is written (default /var/lib/cridock/oci-runtime)
   --edits-dir DIR        where cridock leaves spec edits (default /run/cridock/oci-edits)
+  --rootfs-dir DIR       where the layer mounts the idmapped rootfs of pods in user namespaces
+                         (default /run/cridock-rootfs; it and its parents must be searchable by all)
   --runtime FILE         the real OCI runtime (default: dockerd's runc, found on its PATH)
   --no-reload            write the files, signal nothing (dockerd reads them when it starts)`;
 
@@ -161,7 +164,7 @@ async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerI
 async function install(docker: DockerClient, flags: Flags): Promise<void> {
   const launcher = flags.launcher!;
   const delegate = await realRuntime(docker, flags);
-  await writeAtomically(launcher, renderLauncher({ delegate, editsDir: flags["edits-dir"]!, cridock: selfCommand() }), 0o755);
+  await writeAtomically(launcher, renderLauncher({ delegate, editsDir: flags["edits-dir"]!, rootfsDir: flags["rootfs-dir"]!, cridock: selfCommand() }), 0o755);
   const daemonJson = flags["daemon-json"]!;
   const updated = withRuntime(await readOptional(daemonJson), LAYER_RUNTIME, launcher, daemonJson);
   if (updated !== undefined) await writeAtomically(daemonJson, updated, 0o644);

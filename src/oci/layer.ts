@@ -19,6 +19,8 @@ export interface OciLayer {
   launcher: string;
   delegate: string;
   editsDir: string;
+  /** Where the layer makes idmapped rootfs for pods' user namespaces; absent in a launcher from before them. */
+  rootfsDir?: string;
 }
 
 export type LayerState = { ready: true; layer: OciLayer } | { ready: false; reason: string };

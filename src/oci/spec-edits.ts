@@ -1,16 +1,22 @@
 /**
  * What cridock adds to a container's OCI spec through its runtime layer
  * (launcher.ts): the parts of kubelet's request that Docker's API has no
- * field for. Today that is the cgroup v2 `unified` map's keys that no
- * HostConfig field carries (container/unified.ts decides which), put in
- * `linux.resources.unified`, where runc writes them into the container's
- * cgroup before its first process runs.
+ * field for.
+ * - The cgroup v2 `unified` map's keys that no HostConfig field carries
+ *   (container/unified.ts decides which), put in `linux.resources.unified`,
+ *   where runc writes them into the container's cgroup before its first
+ *   process runs.
+ * - A pod's user namespace: its mappings, a new namespace for the sandbox
+ *   and the sandbox's for every other container of the pod, with the
+ *   rootfs and the named volumes idmapped (idmapped-rootfs.ts prepares
+ *   them; applyUserns puts them in the spec).
  *
  * The edits file is read by a process Docker starts as root, so it is
  * treated as hostile: parseSpecEdits takes only the known shape, with every
  * key and value checked as CreateContainer checks them.
  */
 import { isUnifiedKey, UNIFIED_VALUE_MAX } from "../runtime/unified-keys.ts";
+import { highestMappedId, mappingsProblem, ociMappings, parseMappings, type UsernsMappings } from "./id-mappings.ts";
 
 export const SPEC_EDITS_VERSION = 1;
 
@@ -18,6 +24,41 @@ export interface SpecEdits {
   version: typeof SPEC_EDITS_VERSION;
   /** cgroup v2 interface file → value, merged over what the spec has. */
   unified?: Record<string, string>;
+  userns?: UsernsEdit;
+}
+
+export interface UsernsEdit extends UsernsMappings {
+  /**
+   * false for the pod's sandbox, which gets a new user namespace; true for
+   * the pod's other containers, which join the sandbox's (found through the
+   * sandbox's network namespace, which they join already).
+   */
+  join: boolean;
+  /** Container paths of the bind mounts (kubelet's volumes) to idmap, so the pod's ids own their files. */
+  idmapMounts: string[];
+}
+
+/** The longest container path, and the most mounts, an edit may name. */
+const PATH_MAX = 4096;
+const MOUNTS_MAX = 1024;
+
+function parseUserns(value: unknown): UsernsEdit {
+  if (!value || typeof value !== "object" || Array.isArray(value)) throw new Error("the spec edits' userns is not an object");
+  const { join, idmapMounts, uids, gids, ...rest } = value as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) throw new Error(`the spec edits' userns carries ${unknown.join(", ")}, which this layer does not know: cridock and its layer differ`);
+  const mappings = parseMappings({ uids, gids });
+  if (!mappings) throw new Error("the spec edits' userns mappings are not lists of {containerId, hostId, length}");
+  const problem = mappingsProblem(mappings);
+  if (problem) throw new Error(`the spec edits' userns: ${problem}`);
+  if (typeof join !== "boolean") throw new Error("the spec edits' userns.join is not true or false");
+  if (!Array.isArray(idmapMounts) || idmapMounts.length > MOUNTS_MAX) throw new Error(`the spec edits' userns.idmapMounts is not a list of at most ${MOUNTS_MAX} paths`);
+  for (const path of idmapMounts) {
+    if (typeof path !== "string" || !path.startsWith("/") || path.length > PATH_MAX || path.includes("\0")) {
+      throw new Error(`the spec edits' userns.idmapMounts entry ${JSON.stringify(String(path).slice(0, 80))} is not an absolute path`);
+    }
+  }
+  return { ...mappings, join, idmapMounts: idmapMounts as string[] };
 }
 
 /** The edits in `text`, or an Error saying what is wrong with them. */
@@ -29,7 +70,7 @@ export function parseSpecEdits(text: string): SpecEdits {
     throw new Error(`the spec edits are not JSON: ${(err as Error).message}`);
   }
   if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("the spec edits are not a JSON object");
-  const { version, unified, ...rest } = parsed as Record<string, unknown>;
+  const { version, unified, userns, ...rest } = parsed as Record<string, unknown>;
   if (version !== SPEC_EDITS_VERSION) throw new Error(`the spec edits' version ${JSON.stringify(version)} is not ${SPEC_EDITS_VERSION}: cridock and its layer differ`);
   const unknown = Object.keys(rest);
   if (unknown.length > 0) throw new Error(`the spec edits carry ${unknown.join(", ")}, which this layer does not know: cridock and its layer differ`);
@@ -45,13 +86,80 @@ export function parseSpecEdits(text: string): SpecEdits {
       edits.unified[key] = value;
     }
   }
+  if (userns !== undefined) edits.userns = parseUserns(userns);
   return edits;
 }
 
 /** The parts of an OCI runtime spec the edits touch; every other field is kept as it is. */
-interface OciSpec {
-  linux?: { resources?: { unified?: Record<string, string> } & Record<string, unknown> } & Record<string, unknown>;
+export interface OciSpec {
+  root?: { path?: string } & Record<string, unknown>;
+  mounts?: OciMount[];
+  linux?: {
+    resources?: { unified?: Record<string, string> } & Record<string, unknown>;
+    namespaces?: { type: string; path?: string }[];
+    uidMappings?: unknown;
+    gidMappings?: unknown;
+    sysctl?: Record<string, string>;
+  } & Record<string, unknown>;
   [field: string]: unknown;
+}
+
+export interface OciMount {
+  destination: string;
+  source?: string;
+  type?: string;
+  options?: string[];
+  [field: string]: unknown;
+}
+
+/** What idmapped-rootfs.ts made ready on the host for a container in a pod's user namespace. */
+export interface PreparedUserns {
+  /** The idmapped overlay to run the container in. */
+  rootPath: string;
+  /** Index in the spec's mounts → the idmapped bind of its source. */
+  mountSources: ReadonlyMap<number, string>;
+  /** /proc/<sandbox pid>/ns/user for a container that joins its pod's namespace. */
+  joinPath?: string;
+}
+
+/** Docker's default for a container with its own network namespace: every group may ping. */
+const DOCKER_PING_GROUP_RANGE = "0 2147483647";
+
+/** The spec's bind mounts whose destination is one of `paths` (their indexes), for the layer to idmap. */
+export function bindMountsAt(spec: OciSpec, paths: readonly string[]): number[] {
+  const wanted = new Set(paths.map((p) => p.replace(/\/+$/, "") || "/"));
+  const out: number[] = [];
+  (spec.mounts ?? []).forEach((m, i) => {
+    const bind = m.type === "bind" || (m.options ?? []).some((o) => o === "bind" || o === "rbind");
+    if (bind && wanted.has(m.destination.replace(/\/+$/, "") || "/")) out.push(i);
+  });
+  return out;
+}
+
+/**
+ * `spec` in the pod's user namespace: a new one with the mappings for the
+ * sandbox, or the sandbox's own (joinPath) for its containers; the rootfs
+ * and volumes swapped for their idmapped binds. Docker's default
+ * ping_group_range names groups the namespace does not map (runc's write
+ * would fail), so it is narrowed to the mapped ones.
+ */
+export function applyUserns(spec: OciSpec, edit: UsernsEdit, prepared: PreparedUserns): OciSpec {
+  const linux = (spec.linux ??= {});
+  const namespaces = (linux.namespaces ?? []).filter((ns) => ns.type !== "user");
+  namespaces.push(prepared.joinPath ? { type: "user", path: prepared.joinPath } : { type: "user" });
+  linux.namespaces = namespaces;
+  linux.uidMappings = ociMappings(edit.uids);
+  linux.gidMappings = ociMappings(edit.gids);
+  if (linux.sysctl?.["net.ipv4.ping_group_range"] === DOCKER_PING_GROUP_RANGE) {
+    linux.sysctl["net.ipv4.ping_group_range"] = `0 ${highestMappedId(edit.gids)}`;
+  }
+  spec.root = { ...spec.root, path: prepared.rootPath };
+  for (const [index, source] of prepared.mountSources) {
+    const mount = spec.mounts?.[index];
+    if (!mount) throw new Error(`the bundle's config.json has no mount ${index}`);
+    mount.source = source;
+  }
+  return spec;
 }
 
 /** `spec` (a parsed config.json) with the edits applied. */

@@ -14,6 +14,8 @@ import { describeCause } from "../errors.ts";
 import type { NetworkReadinessSource } from "../network/plugin.ts";
 import { compareApiVersions } from "../docker/api-version.ts";
 import type { DockerInfo } from "../docker/types.ts";
+import type { UsernsSupport } from "../oci/userns-support.ts";
+import { kernelAtLeast } from "../kernel-release.ts";
 
 export const RUNTIME_NAME = "docker";
 
@@ -39,6 +41,8 @@ export class RuntimeStatus {
     private readonly network: NetworkReadinessSource,
     /** Keeps the pod CIDR for the next start (store/pod-cidr.ts). */
     private readonly savePodCidr?: (cidr: string) => Promise<void>,
+    /** Whether pods can have their own user namespace (oci/userns-support.ts). */
+    private readonly userns?: () => Promise<UsernsSupport>,
   ) {}
 
   /**
@@ -124,12 +128,15 @@ export class RuntimeStatus {
   /**
    * The default handler ("") plus Docker's named runtimes. Recursive read-only
    * mounts need Engine API 1.44 (ReadOnlyForceRecursive) and kernel 5.12.
+   * User namespaces go through cridock's runtime layer, which hands every
+   * container to the default runtime: the default handler has them where
+   * the node can do it, a named one never.
    */
   async runtimeHandlers(): Promise<RuntimeHandlerInfo[]> {
-    const [info, api] = await Promise.all([this.dockerInfo(), this.docker.apiVersion()]);
+    const [info, api, userns] = await Promise.all([this.dockerInfo(), this.docker.apiVersion(), this.userns?.().catch(() => undefined)]);
     const rro = compareApiVersions(api, "1.44") >= 0 && kernelAtLeast(info.KernelVersion ?? "", 5, 12);
     const names = ["", ...Object.keys(info.Runtimes ?? {}).sort()];
-    return names.map((name) => ({ name, recursiveReadOnlyMounts: rro, userNamespaces: false }));
+    return names.map((name) => ({ name, recursiveReadOnlyMounts: rro, userNamespaces: name === "" && userns?.ok === true }));
   }
 
   /** Takes kubelet's pod CIDR at once, and keeps it for the next start (a failed save fails the call: kubelet retries). */
@@ -139,9 +146,3 @@ export class RuntimeStatus {
   }
 }
 
-export function kernelAtLeast(release: string, major: number, minor: number): boolean {
-  const m = /^(\d+)\.(\d+)/.exec(release);
-  if (!m) return false;
-  const [maj, min] = [Number(m[1]), Number(m[2])];
-  return maj > major || (maj === major && min >= minor);
-}

@@ -4,6 +4,7 @@
  * /proc/self/mountinfo), with its capacity and inodes from statfs.
  */
 import { readFile, statfs } from "node:fs/promises";
+import { parseMountinfo } from "../mountinfo.ts";
 
 export interface FilesystemInfo {
   device: string;
@@ -12,19 +13,10 @@ export interface FilesystemInfo {
   inodesFree: bigint;
 }
 
-/** Undoes mountinfo's octal escapes (\040 for a space). */
-function unescape(field: string): string {
-  return field.replace(/\\([0-7]{3})/g, (_, oct: string) => String.fromCharCode(parseInt(oct, 8)));
-}
-
 /** The mount source of the mount point holding `dir`, from mountinfo text. */
 export function mountSourceOf(mountinfo: string, dir: string): string | undefined {
   let best: { point: string; source: string } | undefined;
-  for (const line of mountinfo.split("\n")) {
-    const [left, right] = line.split(" - ");
-    if (!left || !right) continue;
-    const point = unescape(left.split(" ")[4] ?? "");
-    const source = unescape(right.split(" ")[1] ?? "");
+  for (const { mountPoint: point, source } of parseMountinfo(mountinfo)) {
     const inside = point === "/" || dir === point || dir.startsWith(point.endsWith("/") ? point : point + "/");
     if (inside && (!best || point.length >= best.point.length)) best = { point, source };
   }

@@ -25,6 +25,11 @@
  *   recreated, and the counter's log still holds every line once.
  * - One container OOM-killed under memory.oom.group at once: the whole
  *   container ends (exit 137) and its status says OOMKilled.
+ * - A pod with `hostUsers: false` (KEP-127) where the node can give one
+ *   (Debian 13; Debian 12 must say it cannot): kubelet's mapping in its
+ *   uid_map, root inside with the image's files owned as in the image, an
+ *   emptyDir written and a hostPath file read, the host seeing the mapped
+ *   id; the idmapped mounts gone once its containers stopped.
  *
  * LimitedSwap is not tested here: kubelet counts static pods as critical,
  * and gives a critical pod's containers no swap whatever the behaviour
@@ -89,6 +94,30 @@ const OOM_POD = withSpec(
     resources: { limits: { memory: "32Mi" }, requests: { memory: "16Mi" } },
   }),
   { restartPolicy: "Never" },
+);
+
+/**
+ * A pod in its own user namespace (KEP-127): root inside, kubelet's mapping
+ * in /proc/self/uid_map, the image's files owned as in the image (the
+ * idmapped layers of cridock's runtime layer), an emptyDir written and a
+ * hostPath file read (idmapped volumes). Its first line says all of it.
+ */
+const USERNS_HOST_DIR = "/srv/cridock-userns";
+const USERNS_POD = withSpec(
+  podManifest("userns", {
+    name: "app",
+    command: [
+      "sh",
+      "-c",
+      'echo "map=$(tr -s " " </proc/self/uid_map | sed "s/^ //") id=$(id -u):$(id -g) busybox=$(stat -c %u:%g /bin/busybox) etc=$(stat -c %u:%g /etc) ' +
+        'emptydir=$(echo written >/scratch/f && cat /scratch/f):$(stat -c %u:%g /scratch/f) hostpath=$(cat /host/data)"; exec sleep 36000',
+    ],
+    volumeMounts: [
+      { name: "scratch", mountPath: "/scratch" },
+      { name: "host", mountPath: "/host", readOnly: true },
+    ],
+  }),
+  { hostUsers: false, volumes: [{ name: "scratch", emptyDir: {} }, { name: "host", hostPath: { path: USERNS_HOST_DIR, type: "Directory" } }] },
 );
 
 /**
@@ -528,5 +557,44 @@ if (!existsSync(KUBELET)) {
     t.equal(status.status.reason, "OOMKilled", "reason OOMKilled");
     const kills = output(await vm.ssh(`journalctl -k --no-pager -o cat | grep -c 'oom-kill:.*docker-${exited}'`));
     t.comment(`kernel log lines for its OOM kill: ${kills}`);
+  });
+
+  t.test("a pod in its own user namespace (hostUsers: false) where the node can give one", { skip: noCrictl }, async (t) => {
+    const release = (await vm.run("cut -d. -f1 /etc/debian_version")).trim();
+    // crictl prints the handlers with the proto's field names; the default handler's name is "" (left out).
+    const info = JSON.parse(await vm.run(`${crictl} info`, { timeoutMs: 180_000 })) as { runtimeHandlers?: { name?: string; features?: { user_namespaces?: boolean } }[] };
+    const supported = info.runtimeHandlers?.find((h) => !h.name)?.features?.user_namespaces === true;
+    if (release === "12") {
+      // util-linux 2.38 (no X-mount.idmap), Linux 6.1 (no idmapped tmpfs), Docker 20.10 (API 1.41).
+      t.notOk(supported, "Debian 12's node says it has no user namespaces, so kubelet refuses such pods itself");
+      return;
+    }
+    t.ok(supported, "the default handler reports user namespaces");
+    await vm.run(`mkdir -p ${USERNS_HOST_DIR} && echo from-the-host >${USERNS_HOST_DIR}/data && cat >${MANIFESTS}/userns.json`, { input: JSON.stringify(USERNS_POD, null, 2) });
+    const since = Date.now();
+    const id = await waitFor(() => firstListed(vm, `${crictl} ps -q --name '^app$' --label io.kubernetes.pod.name=userns-${NODE_NAME} --state running`));
+    if (!id) {
+      const logs = output(await vm.ssh("journalctl -u kubelet --no-pager -o cat | grep -i userns | tail -n 10; journalctl -u cridock --no-pager -o cat | tail -n 10"));
+      t.fail(`the pod's container did not run\n${logs}`);
+      return;
+    }
+    t.comment(`running ${seconds(since)} after the manifest was written`);
+    const line = (await waitFor(async () => (await vm.run(`${crictl} logs ${id} 2>/dev/null | head -n1`, { timeoutMs: 180_000 })).trim() || undefined, 60_000, 2000)) ?? "";
+    t.comment(line);
+    const map = /map=0 (\d+) 65536 /.exec(line);
+    t.ok(map && Number(map[1]) >= 65536, "kubelet's mapping: root inside is an unprivileged host id");
+    t.match(line, / id=0:0 busybox=0:0 etc=0:0 /, "root inside, and the image's files owned as in the image");
+    t.match(line, / emptydir=written:0:0 /, "an emptyDir written and owned by the pod's root");
+    t.match(line, / hostpath=from-the-host$/, "a hostPath file read");
+    const pid = (await vm.run(`${crictl} inspect -o go-template --template '{{.info.pid}}' ${id}`, { timeoutMs: 180_000 })).trim();
+    t.equal((await vm.run(`stat -c %u /proc/${pid}`)).trim(), map?.[1], "on the host the process runs as the mapped id, not as root");
+    t.equal((await vm.run(`stat -c %u:%g ${USERNS_HOST_DIR}/data`)).trim(), "0:0", "the hostPath file kept its owner");
+
+    await vm.run(`rm -f ${MANIFESTS}/userns.json`);
+    // The runtime's delete follows each exit (containerd deletes the task), whatever becomes of the stopped container.
+    const gone = await waitFor(async () => ((await vm.run(`docker ps -q --filter label=io.kubernetes.pod.name=userns-${NODE_NAME}`)).trim() === "" ? true : undefined), 300_000, 5000);
+    t.ok(gone, "kubelet stopped the pod");
+    t.equal((await vm.run("grep -c cridock-rootfs /proc/self/mountinfo || true")).trim(), "0", "the idmapped mounts went with its containers");
+    t.equal((await vm.run("ls -A /run/cridock-rootfs 2>/dev/null || true")).trim(), "", "and their directories");
   });
 }

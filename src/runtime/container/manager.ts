@@ -17,7 +17,7 @@ import { createMissingHostPaths } from "./mounts.ts";
 import { createContext, type ContextImages, type ResolvedImage } from "./create-context.ts";
 import type { ImageFileReader, ImageTreeReader } from "../image-files.ts";
 import type { ContainerFilterSpec, ContainerInfo, ContainerSpec, ContainerSummaryInfo, ResourceSpec } from "./spec.ts";
-import { containerInfo, processUser, startFailed, summaryInfo } from "./convert.ts";
+import { containerInfo, MOUNTS_LABEL, parseMountsLabel, processUser, startFailed, summaryInfo } from "./convert.ts";
 import { KeyedMutex } from "../keyed-mutex.ts";
 import { LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, matchesSelector } from "../labels.ts";
 import { findByIdOrPrefix, removedMeanwhile, validateId } from "../lookup.ts";
@@ -27,12 +27,16 @@ import type { SandboxLookup, SandboxView } from "../sandbox/view.ts";
 import { StepTimer } from "../../steps.ts";
 import { CgroupReader } from "../../stats/cgroups.ts";
 import { type CgroupDriver, UnifiedCgroups } from "./unified-cgroup.ts";
-import { UnifiedSettings } from "./unified-settings.ts";
+import { UnifiedSettings, type UnifiedStart } from "./unified-settings.ts";
 import { KernelOomLog, type OomKillLookup } from "./kernel-oom-log.ts";
 import { CHECKPOINT_WORK_DIRECTORY, ContainerCheckpointer, type CheckpointResult } from "./checkpoint.ts";
 import { checkedLocation, checkpointDeadlineMs } from "./checkpoint-request.ts";
 import { CheckpointImages } from "./checkpoint-image.ts";
 import type { OciLayer } from "../../oci/layer.ts";
+import { SpecEditsStore } from "../../oci/edits-store.ts";
+import { SPEC_EDITS_VERSION, type SpecEdits } from "../../oci/spec-edits.ts";
+import type { UsernsSupport } from "../../oci/userns-support.ts";
+import { checkPodUserns, createInUserns, idmappedMounts, usernsEdit, usernsFromLabels, usernsLayer } from "../pod-userns.ts";
 import {
   CRIU_CGROUP_REMEDY,
   ContainerRestorer,
@@ -66,6 +70,8 @@ export interface ContainerManagerOptions extends CreateOptions {
   bundleDirectories?: readonly string[];
   /** cridock's OCI runtime layer, when dockerd has it (src/oci/layer.ts). */
   ociLayer?: () => Promise<OciLayer | undefined>;
+  /** Whether the node can give pods their own user namespace (src/oci/userns-support.ts). */
+  userns?: () => Promise<UsernsSupport>;
 }
 
 const FULL_ID = /^[0-9a-f]{64}$/;
@@ -171,7 +177,9 @@ export class ContainerManager {
     const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
     if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
     const body = await createBody(spec, view, image.id, targetId, this.options, context);
-    const runtime = await this.unified.runtimeForCreate(spec.resources?.unified ?? {}, body.HostConfig ?? {}, context.cgroupVersion);
+    const userns = checkPodUserns(spec.security?.userns, view, spec.name, spec.mounts);
+    if (userns) createInUserns(body, userns, await usernsLayer(this.options.userns, `container ${spec.name} of pod ${view.metadata.namespace}/${view.metadata.name}`));
+    const runtime = userns ? undefined : await this.unified.runtimeForCreate(spec.resources?.unified ?? {}, body.HostConfig ?? {}, context.cgroupVersion);
     if (runtime) body.HostConfig = { ...body.HostConfig, Runtime: runtime };
     if (restore) body.Labels = { ...body.Labels, [RESTORE_LABEL]: restore.source };
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
@@ -251,11 +259,13 @@ export class ContainerManager {
       const logPath = c.Config.Labels?.[LOG_PATH_LABEL] ?? "";
       // Planned before the start: a key this node cannot carry out (cgroup v1) starts nothing.
       const unified = await this.unified.planStart(c);
+      const edits = await this.specEdits(c, id, unified);
       const restoreFrom = c.Config.Labels?.[RESTORE_LABEL];
       try {
         const checkpoint = restoreFrom ? RESTORE_CHECKPOINT : undefined;
         const start = () => this.docker.startContainer(c.Id, { checkpoint });
-        await timer.time(restoreFrom ? "docker.start.restore" : "docker.start", () => (unified?.via === "spec" ? this.unified.withSpecEdits(c.Id, unified, start) : start()));
+        const onRemoveError = (err: unknown) => this.log.warn({ container: c.Id, err }, "could not remove a container's spec edits");
+        await timer.time(restoreFrom ? "docker.start.restore" : "docker.start", () => (edits ? edits.store.around(c.Id, edits.edits, start, onRemoveError) : start()));
       } catch (err) {
         this.startFailures.set(c.Id, true);
         // Docker reports no "die" for a start that failed: say it, for GetContainerEvents.
@@ -290,6 +300,22 @@ export class ContainerManager {
       this.log.info({ container: c.Id, unifiedWindowMs, unifiedIn: unified?.via, restoredFrom: restoreFrom }, restoreFrom ? "restored container from its checkpoint" : "started container");
       timer.finish(this.log, { container: c.Id });
     });
+  }
+
+  /**
+   * What the runtime layer adds to the container's spec at its start, and
+   * where to leave it: its `unified` keys, and for a container of a pod in
+   * its own user namespace, the pod's (with kubelet's volumes to idmap).
+   * undefined when the container needs nothing of the layer.
+   */
+  private async specEdits(c: ContainerInspect, id: string, unified: UnifiedStart | undefined): Promise<{ store: SpecEditsStore; edits: SpecEdits } | undefined> {
+    const files = unified?.via === "spec" ? unified.files : undefined;
+    const userns = usernsFromLabels(c.Config.Labels);
+    if (!userns) return unified?.via === "spec" ? { store: unified.store, edits: { version: SPEC_EDITS_VERSION, unified: files } } : undefined;
+    const layer = await usernsLayer(this.options.userns, `container ${id}`);
+    if (c.HostConfig.Runtime !== layer.runtime) throw failedPrecondition(`container ${id} was created for its pod's user namespace without cridock's runtime layer: create it again`);
+    const volumes = idmappedMounts(parseMountsLabel(c.Config.Labels?.[MOUNTS_LABEL]));
+    return { store: new SpecEditsStore(layer.editsDir), edits: { version: SPEC_EDITS_VERSION, unified: files, userns: usernsEdit(userns, false, volumes) } };
   }
 
   /** Stops with a grace period (0 = kill now); OK when the container is gone or already stopped. */
@@ -452,6 +478,8 @@ export class ContainerManager {
     const path = await checkedLocation(location);
     const deadlineMs = checkpointDeadlineMs(timeoutSeconds, this.options.requestTimeoutMs ?? 0);
     const c = await this.mustFind(id);
+    // Its restore would need the pod's namespace and idmapped rootfs recreated around CRIU: not done.
+    if (usernsFromLabels(c.Config.Labels)) throw failedPrecondition(`container ${id} runs in its pod's own user namespace, which cridock cannot checkpoint`);
     return this.checkpointer.checkpoint(c, path, deadlineMs, signal);
   }
 

@@ -55,7 +55,6 @@ export function validateMounts(mounts: readonly MountSpec[]): void {
     targets.add(target);
     // Image volumes have no host path; image-mounts.ts checks them.
     if (m.image) continue;
-    if (m.idMappings) throw unimplemented(`mount ${m.containerPath}: uid/gid mappings are not supported on Docker`);
     checkPath(m.containerPath, "mount container_path");
     checkPath(m.hostPath, `mount host_path for ${m.containerPath}`);
     if (m.recursiveReadOnly) {

@@ -64,7 +64,6 @@ export function validateSecurity(sc: SecuritySpec): void {
     if (cap.toUpperCase() !== "ALL" && !CAPABILITY.test(cap)) throw invalidArgument(`"${cap}" is not a capability name`);
   }
   if (sc.capAddAmbient.length > 0) throw unimplemented("ambient capabilities are not supported on Docker");
-  if (sc.usernsMode === "pod" && sc.usernsMapped) throw unimplemented("user namespaces are not supported on Docker");
   if (sc.pidMode === "target" && !sc.targetId) throw invalidArgument("PID namespace mode TARGET needs target_id");
   for (const path of [...sc.maskedPaths, ...sc.readonlyPaths]) {
     if (!path.startsWith("/")) throw invalidArgument(`masked/readonly path "${path}" must be absolute`);

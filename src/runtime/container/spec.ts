@@ -4,6 +4,7 @@
  * (ContainerInfo, ContainerSummaryInfo). cri/container-rpcs.ts maps protobuf
  * messages onto these; nothing here knows protobuf or Docker shapes.
  */
+import type { UsernsMappings } from "../../oci/id-mappings.ts";
 
 export type Propagation = "private" | "host-to-container" | "bidirectional";
 
@@ -21,7 +22,8 @@ export interface MountSpec {
   image: string;
   /** Image volumes only: a relative path inside the image to mount instead of its root. */
   imageSubPath: string;
-  idMappings: boolean;
+  /** The mount\'s uid/gid mappings (CRI Mount.uid_mappings): kubelet gives its pod\'s for a pod in its own user namespace, to idmap the mount. */
+  idMappings?: UsernsMappings;
 }
 
 export interface DeviceSpec {
@@ -47,8 +49,8 @@ export interface SecuritySpec {
   capAddAmbient: string[];
   pidMode: NamespaceMode;
   targetId: string;
-  usernsMode: NamespaceMode;
-  usernsMapped: boolean;
+  /** The pod's user namespace mappings (mode POD); absent: the host's user namespace. */
+  userns?: UsernsMappings;
   runAsUser?: bigint;
   runAsGroup?: bigint;
   runAsUsername: string;

@@ -22,7 +22,6 @@ import { unifiedFromLabels } from "./convert.ts";
 import { planUnified } from "./unified.ts";
 import { LAYER_RUNTIME, type OciLayer } from "../../oci/layer.ts";
 import { SpecEditsStore } from "../../oci/edits-store.ts";
-import { SPEC_EDITS_VERSION } from "../../oci/spec-edits.ts";
 import { failedPrecondition } from "../../errors.ts";
 
 /** How StartContainer carries out a container's keys without a Docker field. */
@@ -85,16 +84,6 @@ export class UnifiedSettings {
       throw failedPrecondition(`container ${c.Id.slice(0, 12)} was created for cridock's OCI runtime layer, which dockerd no longer has: create it again`);
     }
     return { via: "cgroup", files };
-  }
-
-  /** Around Docker's start of a container planned `via: "spec"`: its edits exist while the runtime creates it. */
-  async withSpecEdits<T>(id: string, plan: Extract<UnifiedStart, { via: "spec" }>, start: () => Promise<T>): Promise<T> {
-    await plan.store.write(id, { version: SPEC_EDITS_VERSION, unified: plan.files });
-    try {
-      return await start();
-    } finally {
-      await plan.store.remove(id).catch((err: unknown) => this.log.warn({ container: id, err }, "could not remove a container's spec edits"));
-    }
   }
 
   /**

@@ -5,6 +5,10 @@
  * finished or undone after a crash. Operations on one sandbox are serialized
  * (KeyedMutex); different sandboxes proceed in parallel.
  */
+import { createInUserns, usernsEdit, usernsLayer } from "../pod-userns.ts";
+import { SpecEditsStore } from "../../oci/edits-store.ts";
+import { SPEC_EDITS_VERSION } from "../../oci/spec-edits.ts";
+import type { UsernsSupport } from "../../oci/userns-support.ts";
 import { join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
 import { isConflict, isNoSuchImage, isNotFound } from "../../docker/errors.ts";
@@ -55,6 +59,8 @@ export interface SandboxManagerOptions {
   runtimeNames: () => Promise<string[]>;
   /** Called for each workload container RemovePodSandbox removed (its log writer's state goes with it). */
   containerRemoved?: (containerId: string) => Promise<void>;
+  /** Whether the node can give pods their own user namespace (src/oci/userns-support.ts). */
+  userns?: () => Promise<UsernsSupport>;
 }
 
 type Resolved = ResolvedSandbox;
@@ -125,6 +131,10 @@ export class SandboxManager implements SandboxLookup {
       if (!readiness.ready) throw failedPrecondition(`pod network is not ready (${readiness.reason}): ${readiness.message}`);
     }
     const pod = `${spec.metadata.namespace}/${spec.metadata.name}`;
+    if (spec.userns && spec.runtimeHandler) {
+      throw failedPrecondition(`pod ${pod} asks for its own user namespace under runtime handler "${spec.runtimeHandler}", which cannot give one: only the default handler runs through cridock's runtime layer`);
+    }
+    const usernsLayerOf = spec.userns ? await usernsLayer(this.options.userns, `pod ${pod}`) : undefined;
     const log = this.log.child({ pod, attempt: spec.metadata.attempt });
     const fail = (step: string, err: unknown) =>
       new CridockError(err instanceof CridockError ? err.code : "UNKNOWN", `RunPodSandbox for pod ${pod}: ${step}`, { cause: err });
@@ -142,6 +152,7 @@ export class SandboxManager implements SandboxLookup {
         oomScore: this.options.oomScore,
       });
       if (spec.security.supplementalGroupsStrict) body.User = await timer.time("image.user", () => this.strictUser(spec, signal));
+      if (spec.userns && usernsLayerOf) createInUserns(body, spec.userns, usernsLayerOf);
     } catch (err) {
       if (err instanceof CridockError && (err.code === "INVALID_ARGUMENT" || err.code === "FAILED_PRECONDITION")) throw err;
       throw fail("building the pause container configuration", err);
@@ -182,7 +193,14 @@ export class SandboxManager implements SandboxLookup {
       try {
         await this.saveRecord(record, timer);
         step = "starting the pause container";
-        await timer.time("docker.start", () => this.docker.startContainer(id));
+        const start = () => this.docker.startContainer(id);
+        await timer.time("docker.start", () =>
+          spec.userns && usernsLayerOf
+            ? new SpecEditsStore(usernsLayerOf.editsDir).around(id, { version: SPEC_EDITS_VERSION, userns: usernsEdit(spec.userns, true, []) }, start, (err) =>
+                log.warn({ sandboxId: id, err }, "could not remove the pause container's spec edits"),
+              )
+            : start(),
+        );
         const inspect = await timer.time("docker.inspect", () => this.docker.inspectContainer(id));
         record.createdAt = dockerTimeToNanos(inspect.Created).toString();
         if (!inspect.State.Running) throw new Error(`the pause container exited at once (exit code ${inspect.State.ExitCode}) ${inspect.State.Error}`);

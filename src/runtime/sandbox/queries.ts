@@ -4,6 +4,7 @@
  * set up) and Docker (whether the pause process runs). Sandboxes without a
  * checkpoint (made by cri-dockerd) are described from Docker alone.
  */
+import { usernsFromLabels } from "../pod-userns.ts";
 import type { DockerClient } from "../../docker/client.ts";
 import { isNotFound } from "../../docker/errors.ts";
 import { invalidArgument } from "../../errors.ts";
@@ -141,6 +142,7 @@ export async function sandboxView(docker: DockerClient, resolved: ResolvedSandbo
     ips: record ? (record.hostNetwork ? [] : [...record.network.ips]) : inspect ? dockerBridgeIps(inspect) : [],
     sysctls: { ...(record?.spec.sysctls ?? inspect?.HostConfig.Sysctls ?? {}) },
     privileged: record?.spec.security.privileged ?? inspect?.HostConfig.Privileged ?? false,
+    userns: record?.spec.userns ?? usernsFromLabels(inspect?.Config.Labels),
   };
 }
 

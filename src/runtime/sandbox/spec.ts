@@ -8,6 +8,7 @@ import { invalidArgument } from "../../errors.ts";
 import type { BandwidthSpec, DnsSpec, PortMappingSpec } from "../../network/plugin.ts";
 import { invalidNamePart } from "../naming.ts";
 import type { NamespaceMode } from "./view.ts";
+import { mappingsProblem, type UsernsMappings } from "../../oci/id-mappings.ts";
 
 export type SeccompSpec =
   | { type: "unconfined" }
@@ -37,6 +38,8 @@ export interface SandboxSpec {
   cgroupParent: string;
   sysctls: Record<string, string>;
   namespaces: { network: NamespaceMode; pid: NamespaceMode; ipc: NamespaceMode; targetId: string };
+  /** The pod's own user namespace (KEP-127, `hostUsers: false`); absent: the host's. */
+  userns?: UsernsMappings;
   security: SandboxSecuritySpec;
   runtimeHandler: string;
 }
@@ -68,6 +71,14 @@ export function validateSandboxSpec(spec: SandboxSpec): void {
   }
   for (const word of [...(spec.dns?.searches ?? []), ...(spec.dns?.options ?? [])]) {
     if (!DNS_WORD.test(word)) throw invalidArgument(`pod sandbox dns_config entry "${clip(word)}" is not a single word`);
+  }
+  if (spec.userns) {
+    const problem = mappingsProblem(spec.userns);
+    if (problem) throw invalidArgument(`pod sandbox user namespace: ${problem}`);
+    for (const kind of ["network", "pid", "ipc"] as const) {
+      // The host's namespaces belong to the host's user namespace: the pod's root could not join them.
+      if (spec.namespaces[kind] === "node") throw invalidArgument(`pod sandbox has its own user namespace and the host's ${kind} namespace; a pod can have one or the other`);
+    }
   }
   const published = new Set<string>();
   for (const pm of spec.portMappings) {

@@ -4,6 +4,8 @@
  * Docker shapes leak through it.
  */
 
+import type { UsernsMappings } from "../../oci/id-mappings.ts";
+
 export type NamespaceMode = "pod" | "container" | "node" | "target";
 
 export interface SandboxView {
@@ -28,6 +30,8 @@ export interface SandboxView {
   /** Sysctls, seccomp and similar sandbox-level settings containers inherit. */
   sysctls: Record<string, string>;
   privileged: boolean;
+  /** The pod's own user namespace mappings; absent: the host's. */
+  userns?: UsernsMappings;
 }
 
 export interface SandboxLookup {

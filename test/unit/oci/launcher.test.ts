@@ -16,6 +16,8 @@ function setup(t: Test, editorExit = 0) {
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const edits = join(dir, "edits");
   mkdirSync(edits);
+  const rootfs = join(dir, "rootfs");
+  mkdirSync(rootfs);
   const recorder = (name: string, exit: number) => {
     const path = join(dir, name);
     writeFileSync(path, `#!/bin/sh\nfor a do printf '%s\\n' "$a"; done >${shellWord(join(dir, `${name}.args`))}\nexit ${exit}\n`);
@@ -25,7 +27,7 @@ function setup(t: Test, editorExit = 0) {
   const delegate = recorder("runc", 0);
   const editor = recorder("cridock it's", editorExit);
   const launcher = join(dir, "launcher");
-  writeFileSync(launcher, renderLauncher({ delegate, editsDir: edits, cridock: [editor] }));
+  writeFileSync(launcher, renderLauncher({ delegate, editsDir: edits, rootfsDir: rootfs, cridock: [editor] }));
   chmodSync(launcher, 0o755);
   const run = (args: string[]) => {
     for (const f of ["runc.args", "cridock it's.args"]) rmSync(join(dir, f), { force: true });
@@ -33,17 +35,17 @@ function setup(t: Test, editorExit = 0) {
     const read = (f: string) => (existsSync(join(dir, f)) ? readFileSync(join(dir, f), "utf8").split("\n").slice(0, -1) : undefined);
     return { status: r.status, runc: read("runc.args"), editor: read("cridock it's.args") };
   };
-  return { dir, edits, delegate, run };
+  return { dir, edits, rootfs, delegate, run };
 }
 
 const CREATE = ["--root", "/run/docker/runtime-cridock/moby", "--log", "/b/log.json", "--log-format", "json", "--systemd-cgroup", "create", "--bundle", "/b", "--pid-file", "/b/init.pid", ID];
 
 t.test("a create with recorded edits runs the editor, then the real runtime with every argument", async (t) => {
-  const { edits, run } = setup(t);
+  const { edits, rootfs, run } = setup(t);
   writeFileSync(join(edits, `${ID}.json`), "{}");
   const r = run(CREATE);
   t.equal(r.status, 0);
-  t.same(r.editor, ["oci-edit", "--bundle", "/b", "--edits", join(edits, `${ID}.json`), "--log", "/b/log.json"]);
+  t.same(r.editor, ["oci-edit", "--bundle", "/b", "--edits", join(edits, `${ID}.json`), "--id", ID, "--rootfs-dir", rootfs, "--log", "/b/log.json"]);
   t.same(r.runc, CREATE);
 });
 
@@ -89,9 +91,36 @@ t.test("a failed edit fails the call: the real runtime never runs the container"
 });
 
 t.test("parseLauncher reads back what renderLauncher wrote, and nothing else", async (t) => {
-  const text = renderLauncher({ delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits", cridock: ["/usr/bin/cridock"] });
-  t.same(parseLauncher(text), { delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits" });
+  const text = renderLauncher({ delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits", rootfsDir: "/run/cridock-rootfs", cridock: ["/usr/bin/cridock"] });
+  t.same(parseLauncher(text), { delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits", rootfsDir: "/run/cridock-rootfs" });
+  const format1 = text.replace("launcher format 2", "launcher format 1").replace(/^ROOTFS_DIR=.*\n/m, "");
+  t.same(parseLauncher(format1), { delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits" }, "an older launcher still serves unified settings, without user namespaces");
+  t.throws(() => renderLauncher({ delegate: "/r", editsDir: "/e", cridock: ["/c"] }), /rootfs directory/);
   t.equal(parseLauncher("#!/bin/sh\nexec runc \"$@\"\n"), undefined);
-  t.throws(() => renderLauncher({ delegate: "runc", editsDir: "/e", cridock: ["/c"] }), /absolute path/);
-  t.throws(() => renderLauncher({ delegate: "/r\nx", editsDir: "/e", cridock: ["/c"] }), /printable/);
+  t.throws(() => renderLauncher({ delegate: "runc", editsDir: "/e", rootfsDir: "/f", cridock: ["/c"] }), /absolute path/);
+  t.throws(() => renderLauncher({ delegate: "/r\nx", editsDir: "/e", rootfsDir: "/f", cridock: ["/c"] }), /printable/);
+});
+
+t.test("a delete of a container with an idmapped rootfs releases it after the real runtime's delete", async (t) => {
+  const { rootfs, run } = setup(t);
+  mkdirSync(join(rootfs, ID));
+  const r = run(["--root", "/r", "delete", "--force", ID]);
+  t.equal(r.status, 0);
+  t.same(r.runc, ["--root", "/r", "delete", "--force", ID]);
+  t.same(r.editor, ["oci-edit", "--release", "--id", ID, "--rootfs-dir", rootfs]);
+  t.equal(run(["delete", "b".repeat(64)]).editor, undefined, "no directory, no cridock");
+});
+
+t.test("a container marked for its pod's user namespace is never created without cridock's edits", async (t) => {
+  const { dir, run } = setup(t);
+  const bundle = join(dir, "bundle");
+  mkdirSync(bundle);
+  writeFileSync(join(bundle, "config.json"), JSON.stringify({ annotations: { "io.cridock.userns": "pod" }, process: { args: ["sh"] } }));
+  writeFileSync(join(bundle, "log.json"), "");
+  const r = run(["--log", join(bundle, "log.json"), "create", "--bundle", bundle, ID]);
+  t.equal(r.status, 1);
+  t.equal(r.runc, undefined, "the real runtime never ran");
+  t.match(readFileSync(join(bundle, "log.json"), "utf8"), /belongs in its pod's user namespace/);
+  writeFileSync(join(bundle, "config.json"), JSON.stringify({ annotations: { other: "pod" }, process: { args: ["sh"] } }));
+  t.equal(run(["create", "--bundle", bundle, ID]).status, 0, "an unmarked container goes on");
 });

@@ -12,13 +12,13 @@ function files(t: Test) {
   writeFileSync(runc, "#!/bin/sh\n");
   chmodSync(runc, 0o755);
   const launcher = join(dir, "launcher");
-  writeFileSync(launcher, renderLauncher({ delegate: runc, editsDir: join(dir, "edits"), cridock: ["/usr/bin/cridock"] }));
+  writeFileSync(launcher, renderLauncher({ delegate: runc, editsDir: join(dir, "edits"), rootfsDir: join(dir, "rootfs"), cridock: ["/usr/bin/cridock"] }));
   return { dir, runc, launcher };
 }
 
 t.test("inspectLayer: ready only for a registered launcher cridock wrote, with a runtime that exists", async (t) => {
   const { dir, runc, launcher } = files(t);
-  t.same(await inspectLayer({ Runtimes: { cridock: { path: launcher } } }), { ready: true, layer: { runtime: "cridock", launcher, delegate: runc, editsDir: join(dir, "edits") } });
+  t.same(await inspectLayer({ Runtimes: { cridock: { path: launcher } } }), { ready: true, layer: { runtime: "cridock", launcher, delegate: runc, editsDir: join(dir, "edits"), rootfsDir: join(dir, "rootfs") } });
   t.match(await inspectLayer({ Runtimes: { runc: { path: "runc" } } }), { ready: false, reason: /no runtime named "cridock": run `cridock oci-layer install`/ });
   t.match(await inspectLayer({}), { ready: false });
   t.match(await inspectLayer({ Runtimes: { cridock: { path: "cridock-runtime" } } }), { ready: false, reason: /not the path/ });

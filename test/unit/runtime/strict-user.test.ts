@@ -3,8 +3,8 @@ import { needsPasswd, parsePasswd, requestedUser, strictUserString } from "../..
 import type { SecuritySpec } from "../../../src/runtime/container/spec.ts";
 
 const security = (over: Partial<SecuritySpec> = {}): SecuritySpec => ({
-  privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "", usernsMode: "node",
-  usernsMapped: false, runAsUsername: "", readonlyRootfs: false, supplementalGroups: [], supplementalGroupsStrict: true,
+  privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "",
+  runAsUsername: "", readonlyRootfs: false, supplementalGroups: [], supplementalGroupsStrict: true,
   noNewPrivs: false, maskedPaths: [], readonlyPaths: [], ...over,
 });
 

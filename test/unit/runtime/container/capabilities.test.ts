@@ -74,8 +74,8 @@ t.test("the container's Docker config uses the host's capabilities", async (t) =
     capabilities: async () => restricted,
   };
   const sc = (over: Partial<SecuritySpec>): SecuritySpec => ({
-    privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "", usernsMode: "node",
-    usernsMapped: false, runAsUsername: "", readonlyRootfs: false, supplementalGroups: [], supplementalGroupsStrict: false,
+    privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "",
+    runAsUsername: "", readonlyRootfs: false, supplementalGroups: [], supplementalGroupsStrict: false,
     noNewPrivs: false, maskedPaths: [], readonlyPaths: [], ...over,
   });
   const cfg = await securityHostConfig(sc({ capAdd: ["ALL"] }), host);

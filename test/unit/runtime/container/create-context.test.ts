@@ -12,13 +12,13 @@ const spec = (over: Partial<ContainerSpec> = {}): ContainerSpec => ({
   cdiDevices: [], labels: {}, annotations: {}, logPath: "", stdin: false, stdinOnce: false, tty: false, stopSignal: "", ...over,
 });
 const security = (over: Partial<SecuritySpec> = {}): SecuritySpec => ({
-  privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "", usernsMode: "node",
-  usernsMapped: false, runAsUsername: "", readonlyRootfs: false, supplementalGroups: [], supplementalGroupsStrict: false,
+  privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "",
+  runAsUsername: "", readonlyRootfs: false, supplementalGroups: [], supplementalGroupsStrict: false,
   noNewPrivs: false, maskedPaths: [], readonlyPaths: [], ...over,
 });
 const imageMount = (over: Partial<MountSpec> = {}): MountSpec => ({
   containerPath: "/data", hostPath: "", readonly: true, selinuxRelabel: false, propagation: "private",
-  recursiveReadOnly: false, image: "content:1", imageSubPath: "", idMappings: false, ...over,
+  recursiveReadOnly: false, image: "content:1", imageSubPath: "", ...over,
 });
 const view: SandboxView = {
   id: "f".repeat(64), metadata: { name: "pod", namespace: "ns", uid: "u1", attempt: 0 }, ready: true, pid: 1,

@@ -5,7 +5,7 @@ import type { MountSpec } from "../../../../src/runtime/container/spec.ts";
 
 const mount = (over: Partial<MountSpec> = {}): MountSpec => ({
   containerPath: "/data", hostPath: "", readonly: true, selinuxRelabel: false, propagation: "private",
-  recursiveReadOnly: false, image: "registry.test/content:1", imageSubPath: "", idMappings: false, ...over,
+  recursiveReadOnly: false, image: "registry.test/content:1", imageSubPath: "", ...over,
 });
 
 t.test("image volumes are checked for what Docker's image mounts can carry", async (t) => {
@@ -15,7 +15,7 @@ t.test("image volumes are checked for what Docker's image mounts can carry", asy
   t.throws(() => validateImageMount(mount({ imageSubPath: "a/../../etc" })), { code: "INVALID_ARGUMENT", message: /\.\./ });
   t.throws(() => validateImageMount(mount({ containerPath: "rel" })), { code: "INVALID_ARGUMENT", message: /absolute/ });
   t.throws(() => validateImageMount(mount({ propagation: "bidirectional" })), { code: "INVALID_ARGUMENT", message: /private/ });
-  t.throws(() => validateImageMount(mount({ idMappings: true })), { code: "UNIMPLEMENTED" });
+  t.throws(() => validateImageMount(mount({ idMappings: { uids: [{ containerId: 0, hostId: 65536, length: 65536 }], gids: [{ containerId: 0, hostId: 65536, length: 65536 }] } })), { code: "UNIMPLEMENTED" });
   t.doesNotThrow(() => validateMounts([mount(), mount({ containerPath: "/other" })]), "no host path is needed; the same image may go to two places");
   t.throws(() => validateMounts([mount(), mount()]), /two mounts target \/data/);
 });

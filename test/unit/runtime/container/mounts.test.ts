@@ -7,7 +7,7 @@ import type { MountSpec } from "../../../../src/runtime/container/spec.ts";
 
 const mount = (over: Partial<MountSpec> = {}): MountSpec => ({
   containerPath: "/data", hostPath: "/nonexistent-cridock-unit/data", readonly: false, selinuxRelabel: false,
-  propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "", idMappings: false, ...over,
+  propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "", ...over,
 });
 
 t.test("engines before API 1.44 get Binds, whose ro is non-recursive there", async (t) => {

@@ -14,8 +14,8 @@ const spec = (over: Partial<ContainerSpec> = {}): ContainerSpec => ({
   tty: false, stopSignal: "", ...over,
 });
 const security = (over: Partial<SecuritySpec> = {}): SecuritySpec => ({
-  privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "", usernsMode: "node",
-  usernsMapped: false, runAsUsername: "", readonlyRootfs: false, supplementalGroups: [], supplementalGroupsStrict: false,
+  privileged: false, capAdd: [], capDrop: [], capAddAmbient: [], pidMode: "pod", targetId: "",
+  runAsUsername: "", readonlyRootfs: false, supplementalGroups: [], supplementalGroupsStrict: false,
   noNewPrivs: false, maskedPaths: [], readonlyPaths: [], ...over,
 });
 const view: SandboxView = {
@@ -37,8 +37,8 @@ t.test("bad requests are refused before anything is created", async (t) => {
     [{ image: "" }, /image.image is required/],
     [{ logPath: "../../etc/x.log" }, /escapes/],
     [{ logPath: "/abs.log" }, /relative/],
-    [{ mounts: [{ containerPath: "/data", hostPath: "/tmp/../etc", readonly: false, selinuxRelabel: false, propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "", idMappings: false }] }, /\.\./],
-    [{ mounts: [{ containerPath: "/data", hostPath: "rel/dir", readonly: false, selinuxRelabel: false, propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "", idMappings: false }] }, /absolute/],
+    [{ mounts: [{ containerPath: "/data", hostPath: "/tmp/../etc", readonly: false, selinuxRelabel: false, propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "" }] }, /\.\./],
+    [{ mounts: [{ containerPath: "/data", hostPath: "rel/dir", readonly: false, selinuxRelabel: false, propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "" }] }, /absolute/],
     [{ envs: [{ key: "A=B", value: "" }] }, /environment/],
     [{ security: security({ runAsGroup: 5n }) }, /run_as_group/],
     [{ security: security({ capAdd: ["NET ADMIN"] }) }, /capability/],

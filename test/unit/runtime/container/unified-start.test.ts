@@ -49,10 +49,12 @@ t.test("start: the edits exist while Docker starts the container, and are gone a
   t.equal(plan?.via, "spec");
   if (plan?.via !== "spec") return;
   const path = join(oci.editsDir, `${ID}.json`);
-  const seen = await unified.withSpecEdits(ID, plan, async () => JSON.parse(readFileSync(path, "utf8")));
-  t.same(seen, { version: 1, unified: { "memory.oom.group": "1" } }, "memory.swap.max went to Docker's MemorySwap");
+  t.same(plan.files, { "memory.oom.group": "1" }, "memory.swap.max went to Docker's MemorySwap");
+  const edits = { version: 1 as const, unified: plan.files };
+  const seen = await plan.store.around(ID, edits, async () => JSON.parse(readFileSync(path, "utf8")), t.error);
+  t.same(seen, edits);
   t.notOk(existsSync(path));
-  await t.rejects(unified.withSpecEdits(ID, plan, async () => { throw new Error("start failed"); }), /start failed/);
+  await t.rejects(plan.store.around(ID, edits, async () => { throw new Error("start failed"); }, t.error), /start failed/);
   t.notOk(existsSync(path), "removed after a failed start too");
 });
 
