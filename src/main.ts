@@ -136,28 +136,21 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   // Written when the boot changed only: the same boot's restarts need no fsynced write.
   if (bootId && bootId !== recordedBootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
 
-  // Edits a start left when cridock stopped in its middle (src/oci/edits-store.ts).
-  void ociLayer
-    .current({ quiet: true })
-    .then((layer) => layer && new SpecEditsStore(layer.editsDir).sweep(STALE_EDITS_MS))
-    .then((removed) => removed && removed.length > 0 && log.info({ removed }, "removed stale OCI spec edits"))
-    .catch((err: unknown) => log.warn({ err }, "could not sweep stale OCI spec edits"));
-  // Idmapped rootfs whose container's delete never reached the layer (src/oci/idmapped-rootfs.ts).
-  void ociLayer
-    .current({ quiet: true })
-    .then((layer) =>
-      layer?.rootfsDir
-        ? sweepRootfs(layer.rootfsDir, STALE_EDITS_MS, (id) =>
-            // Only a container Docker says is gone or stopped: a dockerd that does not answer may still run it (live-restore).
-            docker.inspectContainer(id).then(
-              (c) => c.State.Running,
-              (err: unknown) => !isNotFound(err),
-            ),
-          )
-        : [],
-    )
-    .then((released) => released.length > 0 && log.info({ released }, "released the idmapped rootfs of containers that no longer run"))
-    .catch((err: unknown) => log.warn({ err }, "could not sweep idmapped rootfs left by stopped containers"));
+  // What a start or a delete left when cridock, dockerd or containerd stopped in its middle:
+  // spec edits (src/oci/edits-store.ts) and idmapped rootfs (src/oci/idmapped-rootfs.ts).
+  void ociLayer.current({ quiet: true }).then(async (layer) => {
+    if (!layer) return;
+    await new SpecEditsStore(layer.editsDir)
+      .sweep(STALE_EDITS_MS)
+      .then((removed) => removed.length > 0 && log.info({ removed }, "removed stale OCI spec edits"))
+      .catch((err: unknown) => log.warn({ err }, "could not sweep stale OCI spec edits"));
+    if (!layer.rootfsDir) return;
+    // Only a container Docker says is gone or stopped: a dockerd that does not answer may still run it (live-restore).
+    const running = (id: string) => docker.inspectContainer(id).then((c) => c.State.Running, (err: unknown) => !isNotFound(err));
+    await sweepRootfs(layer.rootfsDir, STALE_EDITS_MS, running)
+      .then((released) => released.length > 0 && log.info({ released }, "released the idmapped rootfs of containers that no longer run"))
+      .catch((err: unknown) => log.warn({ err }, "could not sweep idmapped rootfs left by stopped containers"));
+  }, (err: unknown) => log.warn({ err }, "could not ask dockerd for the OCI runtime layer to sweep what it left"));
   const containers = new ContainerManager({
     docker,
     sandboxes,

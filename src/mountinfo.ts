@@ -1,9 +1,10 @@
 /**
  * Reading /proc/self/mountinfo (proc(5)): which mounts lie at or under a
  * path (the runtime layer's idmapped rootfs, the filesystem stats report),
- * and the layers of the overlay that is a container's rootfs. Docker's overlay2 driver and containerd's overlayfs
- * snapshotter both mount the rootfs as an overlay before the runtime's
- * `create`; its options are the one place both name its directories.
+ * and the layers of the overlay that is a container's rootfs. Docker's
+ * overlay2 driver and containerd's overlayfs snapshotter both mount the
+ * rootfs as an overlay before the runtime's `create`; its options are the
+ * one place both name its directories.
  * Pure text → data functions.
  */
 

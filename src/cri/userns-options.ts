@@ -16,17 +16,17 @@ function mappings(list: IDMapping[] | undefined): UsernsMappings["uids"] {
 
 export function usernsFromCri(options: UserNamespace | null | undefined, what: string): UsernsMappings | undefined {
   const mode = options?.mode ?? NamespaceMode.NODE;
-  const given = (options?.uids?.length ?? 0) > 0 || (options?.gids?.length ?? 0) > 0;
+  const given = mountMappings(options?.uids, options?.gids);
   if (mode === NamespaceMode.NODE) {
     if (given) throw invalidArgument(`${what} user namespace mode NODE comes with uid/gid mappings; mappings need mode POD`);
     return undefined;
   }
   if (mode !== NamespaceMode.POD) throw invalidArgument(`${what} user namespace mode ${mode} is not NODE or POD, the two the CRI defines for user namespaces`);
   if (!given) throw invalidArgument(`${what} user namespace mode POD needs uid and gid mappings`);
-  return { uids: mappings(options?.uids), gids: mappings(options?.gids) };
+  return given;
 }
 
-/** A mount's uid/gid mappings, or undefined when it has none (the usual case). */
+/** The uid/gid mappings of a mount (or of userns_options), or undefined when it has none (the usual case). */
 export function mountMappings(uids: IDMapping[] | undefined, gids: IDMapping[] | undefined): UsernsMappings | undefined {
   return (uids?.length ?? 0) > 0 || (gids?.length ?? 0) > 0 ? { uids: mappings(uids), gids: mappings(gids) } : undefined;
 }

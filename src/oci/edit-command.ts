@@ -29,20 +29,17 @@ export async function applyEditsToBundle(bundle: string, editsPath: string, targ
   const edits = await readEdits(editsPath);
   const configPath = join(resolve(bundle), "config.json");
   let spec = applySpecEdits(JSON.parse(await readFile(configPath, "utf8")), edits);
-  if (edits.userns) {
-    // A launcher from before user namespaces passes no directory: never run such a container in the host's.
-    if (!target) throw new Error("the container is to run in its pod's user namespace, and this launcher has no rootfs directory: run `cridock oci-layer install` again");
-    const prepared = await prepareUserns(target.rootfsDir, target.id, bundle, spec, edits.userns);
-    try {
-      spec = applyUserns(spec, edits.userns, prepared);
-      await replaceFile(configPath, JSON.stringify(spec), (await stat(configPath)).mode & 0o777);
-    } catch (err) {
-      await release(target.rootfsDir, target.id).catch(() => undefined);
-      throw err;
-    }
-    return;
+  // A launcher from before user namespaces passes no directory: never run such a container in the host's.
+  if (edits.userns && !target) throw new Error("the container is to run in its pod's user namespace, and this launcher has no rootfs directory: run `cridock oci-layer install` again");
+  const prepared = edits.userns && target ? await prepareUserns(target.rootfsDir, target.id, bundle, spec, edits.userns) : undefined;
+  try {
+    if (edits.userns && prepared) spec = applyUserns(spec, edits.userns, prepared);
+    await replaceFile(configPath, JSON.stringify(spec), (await stat(configPath)).mode & 0o777);
+  } catch (err) {
+    // The container does not start: its idmapped mounts go with it.
+    if (prepared && target) await release(target.rootfsDir, target.id).catch(() => undefined);
+    throw err;
   }
-  await replaceFile(configPath, JSON.stringify(spec), (await stat(configPath)).mode & 0o777);
 }
 
 export async function runOciEdit(argv: string[]): Promise<number> {

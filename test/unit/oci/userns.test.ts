@@ -17,6 +17,16 @@ import { checkPodUserns, idmappedMounts } from "../../../src/runtime/pod-userns.
 import type { SandboxView } from "../../../src/runtime/sandbox/view.ts";
 import type { MountSpec } from "../../../src/runtime/container/spec.ts";
 
+/** The gRPC code and message a call threw ("none" when it did not). */
+function code(f: () => unknown): string {
+  try {
+    f();
+    return "none";
+  } catch (err) {
+    return err instanceof CridockError ? `${err.code} ${err.message}` : String(err);
+  }
+}
+
 /** What kubelet sends: one range of 65536 ids at a multiple of 65536. */
 const KUBELET: UsernsMappings = { uids: [{ containerId: 0, hostId: 65536 * 7, length: 65536 }], gids: [{ containerId: 0, hostId: 65536 * 7, length: 65536 }] };
 
@@ -143,14 +153,6 @@ t.test("userns_options: NODE is the host's, POD carries the mappings, anything e
   t.equal(usernsFromCri(undefined, "container"), undefined);
   t.equal(usernsFromCri({ mode: NamespaceMode.NODE }, "container"), undefined);
   t.same(usernsFromCri({ mode: NamespaceMode.POD, uids: ids, gids: ids }, "container"), KUBELET);
-  const code = (f: () => unknown) => {
-    try {
-      f();
-      return "none";
-    } catch (err) {
-      return err instanceof CridockError ? `${err.code} ${err.message}` : String(err);
-    }
-  };
   t.match(code(() => usernsFromCri({ mode: NamespaceMode.NODE, uids: ids }, "pod sandbox")), /INVALID_ARGUMENT pod sandbox user namespace mode NODE comes with/);
   t.match(code(() => usernsFromCri({ mode: NamespaceMode.POD }, "pod sandbox")), /INVALID_ARGUMENT .*needs uid and gid mappings/);
   t.match(code(() => usernsFromCri({ mode: NamespaceMode.CONTAINER, uids: ids, gids: ids }, "container")), /INVALID_ARGUMENT .*not NODE or POD/);
@@ -163,14 +165,6 @@ t.test("a container of a pod in its own namespace: the pod's mappings, and its v
     containerPath: "/data", hostPath: "/var/lib/kubelet/pods/p/volumes/x", readonly: false, selinuxRelabel: false,
     propagation: "private", recursiveReadOnly: false, image: "", imageSubPath: "", ...over,
   });
-  const code = (f: () => unknown) => {
-    try {
-      f();
-      return "none";
-    } catch (err) {
-      return err instanceof CridockError ? `${err.code} ${err.message}` : String(err);
-    }
-  };
   t.same(checkPodUserns(structuredClone(KUBELET), view, "app", [volume({ idMappings: structuredClone(KUBELET) }), volume({ containerPath: "/etc/hosts" })]), KUBELET);
   t.equal(checkPodUserns(undefined, plain, "app", [volume()]), undefined, "the host's, as before");
   t.match(code(() => checkPodUserns(undefined, view, "app")), /INVALID_ARGUMENT .*asks for the host's user namespace/);
