@@ -33,6 +33,7 @@ const OPTIONS = {
   "rootfs-dir": { type: "string", default: "/run/cridock-rootfs" },
   runtime: { type: "string" },
   "no-reload": { type: "boolean", default: false },
+  "reload-timeout": { type: "string", default: "120" },
   help: { type: "boolean", default: false },
 } as const;
 
@@ -51,7 +52,8 @@ unified settings) is in force before a container's first instruction.
   --rootfs-dir DIR       where the layer mounts the idmapped rootfs of pods in user namespaces
                          (default /run/cridock-rootfs; it and its parents must be searchable by all)
   --runtime FILE         the real OCI runtime (default: dockerd's runc, found on its PATH)
-  --no-reload            write the files, signal nothing (dockerd reads them when it starts)`;
+  --no-reload            write the files, signal nothing (dockerd reads them when it starts)
+  --reload-timeout SECS  how long to wait for dockerd to show the reload in /info (default 120)`;
 
 type Flags = { [K in keyof typeof OPTIONS]: (typeof OPTIONS)[K] extends { type: "boolean" } ? boolean : string | undefined };
 
@@ -73,7 +75,14 @@ export async function runOciLayer(argv: string[]): Promise<number> {
     process.stderr.write(`cridock oci-layer: say install, uninstall or status\n\n${USAGE}\n`);
     return 2;
   }
-  const docker = new DockerClient({ endpoint: flags["docker-endpoint"]!, requestTimeoutMs: 10_000, logger: createLogger("error") });
+  const reloadTimeoutS = Number(flags["reload-timeout"]);
+  if (!Number.isInteger(reloadTimeoutS) || reloadTimeoutS < 1 || reloadTimeoutS > 3600) {
+    process.stderr.write(`cridock oci-layer: --reload-timeout must be whole seconds from 1 to 3600, not ${JSON.stringify(flags["reload-timeout"])}\n`);
+    return 2;
+  }
+  // /info runs runc, containerd and docker-init for their versions: on a
+  // loaded node one answer alone can take tens of seconds.
+  const docker = new DockerClient({ endpoint: flags["docker-endpoint"]!, requestTimeoutMs: 60_000, logger: createLogger("error") });
   try {
     if (action === "install") await install(docker, flags);
     else if (action === "uninstall") await uninstall(docker, flags);
@@ -138,7 +147,11 @@ async function realRuntime(docker: DockerClient, flags: Flags): Promise<string> 
   return found;
 }
 
-/** SIGHUP to dockerd, then /info until `loaded` holds (dockerd logs why it refused a reload). */
+/**
+ * SIGHUP to dockerd, then /info until `loaded` holds. dockerd logs why it
+ * refused a reload; what this says is whether it answered at all, and what
+ * it last answered.
+ */
 async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerInfo) => boolean, what: string): Promise<void> {
   if (flags["no-reload"]) return;
   const pid = await dockerdPid(flags["docker-pid-file"]!);
@@ -152,12 +165,28 @@ async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerI
     process.stderr.write(`cridock oci-layer: dockerd (pid ${pid}) is not running (${(err as Error).message}): it reads daemon.json when it starts\n`);
     return;
   }
-  const deadline = Date.now() + 20_000;
+  const timeoutS = Number(flags["reload-timeout"]);
+  const started = Date.now();
+  let lastError: unknown;
+  let answers = 0;
+  let reported = started;
   for (;;) {
-    const info = await dockerInfo(docker);
+    const info = await docker.info().catch((err: unknown) => {
+      lastError = err;
+      return undefined;
+    });
+    if (info) answers++;
     if (info && loaded(info)) return;
-    if (Date.now() > deadline) throw new Error(`dockerd (pid ${pid}) did not ${what} within 20 s of SIGHUP: its log says why it refused ${flags["daemon-json"]}`);
-    await new Promise((r) => setTimeout(r, 200));
+    const now = Date.now();
+    if (now - started > timeoutS * 1000) {
+      const seen = info ? `its /info still does not show it (${answers} answers)` : `its /info did not answer (${describeCause(lastError)})`;
+      throw new Error(`dockerd (pid ${pid}) did not ${what} within ${timeoutS} s of SIGHUP: ${seen}; dockerd's log says why if it refused ${flags["daemon-json"]}`);
+    }
+    if (now - reported >= 15_000) {
+      reported = now;
+      process.stderr.write(`cridock oci-layer: waiting for dockerd (pid ${pid}) to ${what}: ${Math.round((now - started) / 1000)} s of ${timeoutS} s\n`);
+    }
+    await new Promise((r) => setTimeout(r, 500));
   }
 }
 

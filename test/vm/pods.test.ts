@@ -449,7 +449,10 @@ if (!existsSync(KUBELET)) {
     // as an upgrade from a cridock before the layer does: taken away first,
     // with the pods running (their containers keep the launcher, which stays).
     const layerStatus = async () => (await vm.ssh("cridock oci-layer status")).stdout.trim();
-    await vm.run("cridock oci-layer uninstall");
+    await vm.run("cridock oci-layer uninstall", { timeoutMs: 300_000 });
+    // Should the test stop before the upgrade registers it again, the tests
+    // after it still find the layer (their pods need it).
+    t.teardown(() => vm.ssh("! command -v cridock >/dev/null || cridock oci-layer status >/dev/null || cridock oci-layer install", { timeoutMs: 300_000 }));
     t.match(await layerStatus(), /^not ready: dockerd has no runtime named "cridock"/, "the layer was unregistered with pods running (SIGHUP, no restart)");
     let pid = await mainPid(vm);
     let since = Date.now();
@@ -505,11 +508,17 @@ if (!existsSync(KUBELET)) {
       t.comment(`restart at ${new Date(r.stoppingAt).toISOString()}: stop ${r.stopMs} ms, down ${r.downMs} ms, start to ready ${r.startMs} ms; window ${r.windowMs} ms`);
     }
     t.equal(restarts.length, 2, "systemd restarted cridock.service once per install", { journal: restarts.length === 2 ? undefined : journal });
-    t.same(
-      restarts.filter((r) => r.downMs > 5000),
-      [],
-      "each a restart: the new process started as soon as the old one was gone, not after the unpack",
-    );
+    // A CI run beside the host's suites once saw 288 s between Stopped and
+    // Starting: what the whole guest logged meanwhile goes with a failure.
+    const slowStarts = restarts.filter((r) => r.downMs > 5000);
+    const meanwhile: string[] = [];
+    for (const r of slowStarts) {
+      const stopped = Math.floor((r.stoppingAt + r.stopMs) / 1000);
+      meanwhile.push(await vm.run(`journalctl --since @${stopped} --until @${stopped + Math.ceil(r.downMs / 1000) + 1} -o short-unix --no-pager | tail -n 300`));
+    }
+    t.same(slowStarts, [], "each a restart: the new process started as soon as the old one was gone, not after the unpack", {
+      journal: meanwhile.length > 0 ? meanwhile.join("\n") : undefined,
+    });
     const window = Math.max(0, ...restarts.map((r) => r.windowMs));
     const slack = 2 * (probe.slowestMs + probe.longestPauseMs);
     t.ok(

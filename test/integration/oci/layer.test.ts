@@ -38,7 +38,7 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
   t.teardown(() => rmSync(work, { recursive: true, force: true }));
   const launcher = join(work, "oci-runtime");
   const editsDir = join(work, "edits");
-  const layer = (action: string) =>
+  const layer = (action: string, ...extra: string[]) =>
     spawnSync(
       TSX,
       [
@@ -50,6 +50,7 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
         `--docker-pid-file=${dockerd.pidFile}`,
         `--launcher=${launcher}`,
         `--edits-dir=${editsDir}`,
+        ...extra,
       ],
       { cwd: REPO, encoding: "utf8", timeout: 120_000 },
     );
@@ -117,6 +118,22 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
     t.match(err?.message ?? "", /spec edits could not be applied.*cgroup\.procs/, "Docker's answer carries cridock's reason");
     t.not((await docker.inspectContainer(id)).State.Running, true, "not running");
     await docker.removeContainer(id, { force: true });
+  });
+
+  // dockerd keeps its old configuration when it refuses a reload, and only
+  // its log says so: the command gives up after --reload-timeout, saying
+  // that dockerd answered but never showed the change.
+  t.test("a reload dockerd refuses fails after --reload-timeout, saying what /info showed", async (t) => {
+    writeFileSync(dockerd.configFile!, JSON.stringify({ "no-such-directive": true, runtimes: { cridock: { path: launcher } } }));
+    const started = Date.now();
+    const refused = layer("uninstall", "--reload-timeout=3");
+    t.equal(refused.status, 1, "uninstall failed");
+    t.match(refused.stderr, /did not drop the runtime within 3 s of SIGHUP: its \/info still does not show it \(\d+ answers\)/, refused.stderr);
+    t.ok(Date.now() - started < 60_000, "it gave up after its timeout");
+    t.equal((await docker.info()).Runtimes?.cridock?.path, launcher, "dockerd still has the runtime");
+    t.equal(readFileSync(dockerd.pidFile, "utf8").trim(), pid, "the same dockerd");
+    writeFileSync(dockerd.configFile!, JSON.stringify({ runtimes: { cridock: { path: launcher } } }));
+    t.equal(layer("uninstall", "--reload-timeout=0").status, 2, "a timeout of 0 is refused as a usage error");
   });
 
   t.test("uninstall: unregistered without a restart, launcher removed once unused", async (t) => {
