@@ -9,7 +9,11 @@
  * file of the package at run time; scripts/build/binary.ts builds the
  * self-contained executable from the same options.
  *
- *   tsx scripts/build/bundle.ts      (npm run build; npm's prepack runs it)
+ * Another entry point can be bundled the same way, into a file that runs
+ * with node alone where the repository is not (scripts/bench/in-vm.sh).
+ *
+ *   tsx scripts/build/bundle.ts                 (npm run build; npm's prepack runs it)
+ *   tsx scripts/build/bundle.ts ENTRY OUTFILE   (another entry point, relative to the package root)
  */
 import { build, type BuildOptions, type Plugin } from "esbuild";
 import { readFileSync } from "node:fs";
@@ -58,11 +62,11 @@ export function commonOptions(): BuildOptions {
   };
 }
 
-/** Bundles src/main.ts into `outfile` (relative to the package root). */
-export async function buildBundle(outfile = "dist/cridock.js"): Promise<{ bytes: number; modules: number }> {
+/** Bundles `entry` (src/main.ts) into `outfile`, both relative to the package root. */
+export async function buildBundle(outfile = "dist/cridock.js", entry = "src/main.ts"): Promise<{ bytes: number; modules: number }> {
   const result = await build({
     ...commonOptions(),
-    entryPoints: ["src/main.ts"],
+    entryPoints: [entry],
     outfile,
     format: "esm",
     // Dependencies written as CommonJS call require(): give the ES module one.
@@ -74,7 +78,12 @@ export async function buildBundle(outfile = "dist/cridock.js"): Promise<{ bytes:
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const { bytes, modules } = await buildBundle();
+  const [entry, outfile, ...extra] = process.argv.slice(2);
+  if ((entry === undefined) !== (outfile === undefined) || extra.length > 0) {
+    console.error("usage: tsx scripts/build/bundle.ts [ENTRY OUTFILE]");
+    process.exit(2);
+  }
+  const { bytes, modules } = await buildBundle(outfile, entry);
   // stderr: npm runs this as prepack, and `npm pack --json` callers read stdout as JSON.
-  console.error(`dist/cridock.js: ${(bytes / 1024).toFixed(0)} KiB from ${modules} modules`);
+  console.error(`${outfile ?? "dist/cridock.js"}: ${(bytes / 1024).toFixed(0)} KiB from ${modules} modules`);
 }

@@ -21,7 +21,10 @@ export function usernsFromCri(options: UserNamespace | null | undefined, what: s
     if (given) throw invalidArgument(`${what} user namespace mode NODE comes with uid/gid mappings; mappings need mode POD`);
     return undefined;
   }
-  if (mode !== NamespaceMode.POD) throw invalidArgument(`${what} user namespace mode ${mode} is not NODE or POD, the two the CRI defines for user namespaces`);
+  if (mode !== NamespaceMode.POD) {
+    const name = Object.entries(NamespaceMode).find(([, v]) => v === mode)?.[0] ?? String(mode);
+    throw invalidArgument(`${what} user namespace mode ${name} is not NODE or POD, the two the CRI defines for user namespaces`);
+  }
   if (!given) throw invalidArgument(`${what} user namespace mode POD needs uid and gid mappings`);
   return given;
 }

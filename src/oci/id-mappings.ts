@@ -42,6 +42,9 @@ export function mappingProblem(what: "uid" | "gid", list: readonly IdMapping[]):
     // Root inside is what the namespace exists to keep from being root outside.
     if (m.hostId === 0) return `${text} maps onto the host's ${what} 0`;
   }
+  // A namespace without the pod's root would start its processes as an id
+  // it has no name for; kubelet always maps 0 (KEP-127).
+  if (!list.some((m) => m.containerId === 0)) return `no ${what} mapping starts at container ${what} 0, the pod's root`;
   const overlap = (key: "containerId" | "hostId") => {
     const sorted = [...list].sort((a, b) => a[key] - b[key]);
     for (let i = 1; i < sorted.length; i++) {

@@ -231,6 +231,18 @@ export async function buildDeb(timeoutMs = 900_000): Promise<string> {
 }
 
 /**
+ * Whether cridock in the guest reports user namespaces for its default
+ * runtime handler (crictl in the guest). crictl prints the handlers with the
+ * proto's field names; the default handler's name is "" (left out).
+ */
+export async function nodeHasUserns(vm: VmNode): Promise<boolean> {
+  const info = JSON.parse(await vm.run("crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s info", { timeoutMs: 180_000 })) as {
+    runtimeHandlers?: { name?: string; features?: { user_namespaces?: boolean } }[];
+  };
+  return info.runtimeHandlers?.find((h) => !h.name)?.features?.user_namespaces === true;
+}
+
+/**
  * Copies the .deb into the guest and installs it as an operator does:
  * `apt-get install ./cridock_<version>_amd64.deb`. The guest has no
  * network, so apt could download nothing: what the package depends on and

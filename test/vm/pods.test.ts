@@ -52,7 +52,7 @@ import t, { type Test } from "tap";
 import { existsSync } from "node:fs";
 import { CRICTL, DEFAULT_PAUSE_IMAGE } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
-import { buildDebAs, ensureDebInstalled, installDeb, shellQuote, suiteSetup, waitFor, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { buildDebAs, ensureDebInstalled, installDeb, nodeHasUserns, shellQuote, suiteSetup, waitFor, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { buildKubeletImages, KUBELET, kubeletConfig, MANIFESTS, NODE_NAME, podManifest, prepareKubeletNode, READ_ONLY_PORT, startKubelet, withSpec } from "../helpers/vm-kubelet.ts";
 
 const POD = "limits";
@@ -570,9 +570,7 @@ if (!existsSync(KUBELET)) {
 
   t.test("a pod in its own user namespace (hostUsers: false) where the node can give one", { skip: noCrictl }, async (t) => {
     const release = (await vm.run("cut -d. -f1 /etc/debian_version")).trim();
-    // crictl prints the handlers with the proto's field names; the default handler's name is "" (left out).
-    const info = JSON.parse(await vm.run(`${crictl} info`, { timeoutMs: 180_000 })) as { runtimeHandlers?: { name?: string; features?: { user_namespaces?: boolean } }[] };
-    const supported = info.runtimeHandlers?.find((h) => !h.name)?.features?.user_namespaces === true;
+    const supported = await nodeHasUserns(vm);
     if (release === "12") {
       // util-linux 2.38 (no X-mount.idmap), Linux 6.1 (no idmapped tmpfs), Docker 20.10 (API 1.41).
       t.notOk(supported, "Debian 12's node says it has no user namespaces, so kubelet refuses such pods itself");

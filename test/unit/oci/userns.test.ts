@@ -30,7 +30,7 @@ function code(f: () => unknown): string {
 /** What kubelet sends: one range of 65536 ids at a multiple of 65536. */
 const KUBELET: UsernsMappings = { uids: [{ containerId: 0, hostId: 65536 * 7, length: 65536 }], gids: [{ containerId: 0, hostId: 65536 * 7, length: 65536 }] };
 
-t.test("mappings: kubelet's pass; host root, overlaps, empty and out-of-range ones do not", async (t) => {
+t.test("mappings: kubelet's pass; host root, overlaps, an unmapped pod root, empty and out-of-range ones do not", async (t) => {
   t.equal(mappingProblem("uid", KUBELET.uids), undefined);
   t.match(mappingProblem("uid", []), /no uid mapping/);
   t.match(mappingProblem("gid", [{ containerId: 0, hostId: 0, length: 65536 }]), /maps onto the host's gid 0/);
@@ -40,6 +40,8 @@ t.test("mappings: kubelet's pass; host root, overlaps, empty and out-of-range on
   t.match(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 10 }, { containerId: 5, hostId: 5000, length: 10 }]), /container ranges overlap/);
   t.match(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 10 }, { containerId: 10, hostId: 1005, length: 10 }]), /host ranges overlap/);
   t.equal(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 10 }, { containerId: 10, hostId: 1010, length: 10 }]), undefined, "adjacent is fine");
+  t.match(mappingProblem("gid", [{ containerId: 1, hostId: 1000, length: 100000 }]), /no gid mapping starts at container gid 0/, "critest: container id 0 must be mapped");
+  t.match(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 100000 }, { containerId: 0, hostId: 2000, length: 100000 }]), /container ranges overlap/, "critest: two mappings of the same ids");
   t.match(mappingProblem("uid", Array.from({ length: 341 }, (_, i) => ({ containerId: i, hostId: 1000 + i, length: 1 }))), /kernel's 340/);
 });
 
@@ -155,7 +157,9 @@ t.test("userns_options: NODE is the host's, POD carries the mappings, anything e
   t.same(usernsFromCri({ mode: NamespaceMode.POD, uids: ids, gids: ids }, "container"), KUBELET);
   t.match(code(() => usernsFromCri({ mode: NamespaceMode.NODE, uids: ids }, "pod sandbox")), /INVALID_ARGUMENT pod sandbox user namespace mode NODE comes with/);
   t.match(code(() => usernsFromCri({ mode: NamespaceMode.POD }, "pod sandbox")), /INVALID_ARGUMENT .*needs uid and gid mappings/);
-  t.match(code(() => usernsFromCri({ mode: NamespaceMode.CONTAINER, uids: ids, gids: ids }, "container")), /INVALID_ARGUMENT .*not NODE or POD/);
+  t.match(code(() => usernsFromCri({ mode: NamespaceMode.CONTAINER, uids: ids, gids: ids }, "container")), /INVALID_ARGUMENT .*mode CONTAINER is not NODE or POD/);
+  t.match(code(() => usernsFromCri({ mode: NamespaceMode.TARGET }, "pod sandbox")), /INVALID_ARGUMENT .*mode TARGET is not NODE or POD/);
+  t.match(code(() => usernsFromCri({ mode: 7 as NamespaceMode }, "pod sandbox")), /INVALID_ARGUMENT .*mode 7 is not NODE or POD/);
 });
 
 t.test("a container of a pod in its own namespace: the pod's mappings, and its volumes' mappings the pod's too", async (t) => {
