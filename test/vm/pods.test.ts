@@ -521,9 +521,14 @@ if (!existsSync(KUBELET)) {
     });
     const window = Math.max(0, ...restarts.map((r) => r.windowMs));
     const slack = 2 * (probe.slowestMs + probe.longestPauseMs);
+    // A CI run beside the host's suites (1390874) saw calls fail to connect
+    // for 40 s after the new process said it was ready: what cridock and
+    // crictl said then goes with a failure.
+    const gapOk = probe.longestGapMs <= window + slack;
     t.ok(
-      probe.longestGapMs <= window + slack,
+      gapOk,
       `no answer missing for longer than the restart's window (longest gap ${probe.longestGapMs} ms; window ${window} ms, and ${slack} ms for two probe cycles, pauses up to ${probe.longestPauseMs} ms)`,
+      gapOk ? {} : { diagnostic: true, journal: await vm.run(`journalctl -u cridock.service -u cridock.socket --since @${Math.floor(probeStarted / 1000)} -o short-unix --no-pager | tail -n 300; tail -n 40 ${PROBE_LOG}.err`) },
     );
     t.equal(await podProcesses(), before, "no container restarted and no sandbox was recreated (same ids, start times, restart counts)");
 
