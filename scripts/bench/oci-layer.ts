@@ -85,14 +85,15 @@ try {
     const pulled = await docker.raw("POST", "/images/create", { query: { fromImage: IMAGE.replace(/:[^:/]+$/, ""), tag: IMAGE.split(":").at(-1)! } });
     for await (const _ of pulled.body) void _;
   }
-  const state = await inspectLayer(await docker.info());
+  const info = await docker.info();
+  const state = await inspectLayer(info);
   if (!state.ready) throw new Error(`the OCI runtime layer is not ready on this dockerd: ${state.reason}`);
   const layer: OciLayer = state.layer;
   const store = new SpecEditsStore(layer.editsDir);
   const version = await docker.version();
   const userns = await new UsernsSupportProbe(
     async () => layer,
-    async () => ({ ...(await docker.info()), apiVersion: version.ApiVersion }),
+    async () => ({ ...info, apiVersion: version.ApiVersion }),
   ).current();
   if (!userns.ok) process.stderr.write(`oci-layer bench: no layer+userns starts here: ${userns.reason}\n`);
 

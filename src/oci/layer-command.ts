@@ -84,8 +84,8 @@ export async function runOciLayer(argv: string[]): Promise<number> {
   // loaded node one answer alone can take tens of seconds.
   const docker = new DockerClient({ endpoint: flags["docker-endpoint"]!, requestTimeoutMs: 60_000, logger: createLogger("error") });
   try {
-    if (action === "install") await install(docker, flags);
-    else if (action === "uninstall") await uninstall(docker, flags);
+    if (action === "install") await install(docker, flags, reloadTimeoutS);
+    else if (action === "uninstall") await uninstall(docker, flags, reloadTimeoutS);
     else return await status(docker);
     return 0;
   } catch (err) {
@@ -152,7 +152,7 @@ async function realRuntime(docker: DockerClient, flags: Flags): Promise<string> 
  * refused a reload; what this says is whether it answered at all, and what
  * it last answered.
  */
-async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerInfo) => boolean, what: string): Promise<void> {
+async function reload(docker: DockerClient, flags: Flags, timeoutS: number, loaded: (info: DockerInfo) => boolean, what: string): Promise<void> {
   if (flags["no-reload"]) return;
   const pid = await dockerdPid(flags["docker-pid-file"]!);
   if (!pid) {
@@ -165,7 +165,6 @@ async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerI
     process.stderr.write(`cridock oci-layer: dockerd (pid ${pid}) is not running (${(err as Error).message}): it reads daemon.json when it starts\n`);
     return;
   }
-  const timeoutS = Number(flags["reload-timeout"]);
   const started = Date.now();
   let lastError: unknown;
   let answers = 0;
@@ -190,7 +189,7 @@ async function reload(docker: DockerClient, flags: Flags, loaded: (info: DockerI
   }
 }
 
-async function install(docker: DockerClient, flags: Flags): Promise<void> {
+async function install(docker: DockerClient, flags: Flags, reloadTimeoutS: number): Promise<void> {
   const launcher = flags.launcher!;
   const delegate = await realRuntime(docker, flags);
   await writeAtomically(launcher, renderLauncher({ delegate, editsDir: flags["edits-dir"]!, rootfsDir: flags["rootfs-dir"]!, cridock: selfCommand() }), 0o755);
@@ -200,7 +199,7 @@ async function install(docker: DockerClient, flags: Flags): Promise<void> {
   const loaded = (info: DockerInfo) => info.Runtimes?.[LAYER_RUNTIME]?.path === launcher;
   // A reinstall (a package upgrade) over a dockerd that has it already signals nothing.
   const info = updated === undefined ? await dockerInfo(docker) : undefined;
-  if (!info || !loaded(info)) await reload(docker, flags, loaded, "load the runtime");
+  if (!info || !loaded(info)) await reload(docker, flags, reloadTimeoutS, loaded, "load the runtime");
   process.stdout.write(`cridock oci-layer: runtime "${LAYER_RUNTIME}" → ${launcher} (real runtime ${delegate}) registered in ${daemonJson}\n`);
 }
 
@@ -213,11 +212,11 @@ async function containersUsing(docker: DockerClient, runtime: string): Promise<s
   return using;
 }
 
-async function uninstall(docker: DockerClient, flags: Flags): Promise<void> {
+async function uninstall(docker: DockerClient, flags: Flags, reloadTimeoutS: number): Promise<void> {
   const daemonJson = flags["daemon-json"]!;
   const updated = withoutRuntime(await readOptional(daemonJson), LAYER_RUNTIME, daemonJson);
   if (updated !== undefined) await writeAtomically(daemonJson, updated, 0o644);
-  await reload(docker, flags, (info) => !info.Runtimes?.[LAYER_RUNTIME], "drop the runtime");
+  await reload(docker, flags, reloadTimeoutS, (info) => !info.Runtimes?.[LAYER_RUNTIME], "drop the runtime");
   const using = (await dockerInfo(docker)) ? await containersUsing(docker, LAYER_RUNTIME) : [];
   if (using.length > 0) {
     process.stdout.write(`cridock oci-layer: unregistered; ${flags.launcher} stays while ${using.length} container(s) created under it exist (${using.slice(0, 5).join(", ")})\n`);

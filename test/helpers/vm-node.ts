@@ -230,13 +230,16 @@ export async function buildDeb(timeoutMs = 900_000): Promise<string> {
   return buildDebAs(CRIDOCK_VERSION, timeoutMs);
 }
 
+/** crictl in the guest, against the cridock its .deb installed (the units' socket). */
+export const GUEST_CRICTL = "crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s";
+
 /**
  * Whether cridock in the guest reports user namespaces for its default
  * runtime handler (crictl in the guest). crictl prints the handlers with the
  * proto's field names; the default handler's name is "" (left out).
  */
 export async function nodeHasUserns(vm: VmNode): Promise<boolean> {
-  const info = JSON.parse(await vm.run("crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s info", { timeoutMs: 180_000 })) as {
+  const info = JSON.parse(await vm.run(`${GUEST_CRICTL} info`, { timeoutMs: 180_000 })) as {
     runtimeHandlers?: { name?: string; features?: { user_namespaces?: boolean } }[];
   };
   return info.runtimeHandlers?.find((h) => !h.name)?.features?.user_namespaces === true;

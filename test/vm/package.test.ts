@@ -17,7 +17,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CRICTL } from "../helpers/env.ts";
-import { ensureDebInstalled, loadImage, suiteDeb, suiteNode, writePauseArchive } from "../helpers/vm-node.ts";
+import { ensureDebInstalled, GUEST_CRICTL, loadImage, suiteDeb, suiteNode, writePauseArchive } from "../helpers/vm-node.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 
 const started = Date.now();
@@ -86,7 +86,7 @@ t.test("cridock check passes and reports the systemd driver on cgroup v2", async
 const noCrictl = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/env/install-cri-tools.sh builds it): crictl's look at the socket is skipped`;
 t.test("crictl info answers on /var/run/cridock.sock", { skip: noCrictl }, async (t) => {
   await vm.copy(CRICTL, "/usr/local/bin/crictl");
-  const r = await vm.ssh("crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s info", { timeoutMs: 180_000 });
+  const r = await vm.ssh(`${GUEST_CRICTL} info`, { timeoutMs: 180_000 });
   t.equal(r.status, 0, "crictl info exits 0", { stderr: r.stderr });
   const info = JSON.parse(r.stdout) as { status: { conditions: { type: string; status: boolean }[] } };
   const conditions = Object.fromEntries(info.status.conditions.map((c) => [c.type, c.status]));

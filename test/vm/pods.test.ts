@@ -52,7 +52,7 @@ import t, { type Test } from "tap";
 import { existsSync } from "node:fs";
 import { CRICTL, DEFAULT_PAUSE_IMAGE } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
-import { buildDebAs, ensureDebInstalled, installDeb, nodeHasUserns, shellQuote, suiteSetup, waitFor, type RunResult, type VmNode } from "../helpers/vm-node.ts";
+import { buildDebAs, ensureDebInstalled, GUEST_CRICTL, installDeb, nodeHasUserns, shellQuote, suiteSetup, waitFor, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { buildKubeletImages, KUBELET, kubeletConfig, MANIFESTS, NODE_NAME, podManifest, prepareKubeletNode, READ_ONLY_PORT, startKubelet, withSpec } from "../helpers/vm-kubelet.ts";
 
 const POD = "limits";
@@ -288,7 +288,7 @@ if (!existsSync(KUBELET)) {
   /** The Burstable container and its own cgroup directory, once it runs. */
   let limited: { id: string; dir: string } | undefined;
   const noCrictl = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/env/install-cri-tools.sh builds it)`;
-  const crictl = "crictl --runtime-endpoint unix:///var/run/cridock.sock --timeout 60s";
+  const crictl = GUEST_CRICTL;
 
   t.test("a Burstable container's limits and kubelet's unified settings are in its cgroup", async (t) => {
     await vm.run(`mkdir -p ${MANIFESTS} && cat >${MANIFESTS}/${POD}.json`, { input: JSON.stringify(LIMITS_POD, null, 2) });
