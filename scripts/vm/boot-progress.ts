@@ -8,7 +8,10 @@
  *   panic    the console shows a kernel panic or oops (Debian's kernels can
  *            panic at boot under TCG, in a race with live code patching):
  *            fails at once, and boot.sh boots it again
- *   stuck    nothing new on the console for the silence limit
+ *   stuck    nothing new on the console for the silence limit (boot.sh
+ *            boots it again too: a TCG guest starved by a loaded host
+ *            can stall for good after a kernel report, an rcu stall or a
+ *            hung task); the reason names the kernel's last report
  *   timeout  the hard cap passed while the console still printed
  *   exited   qemu exited (and not through a panic)
  *
@@ -50,6 +53,14 @@ export interface PanicLine {
   uptime?: number;
 }
 
+/** A kernel report a guest may live through, or not: the first line of its block. */
+export interface KernelReport {
+  /** The line, cleaned, without its printk timestamp. */
+  line: string;
+  /** The guest's uptime in seconds at the line, when it has one. */
+  uptime?: number;
+}
+
 export interface BootState {
   console: string;
   /** Where this boot's output begins in the console file. */
@@ -63,6 +74,8 @@ export interface BootState {
   /** The console is searched for a panic up to here (whole lines only). */
   scanned: number;
   panic?: PanicLine & { seenAt: number };
+  /** The last kernel report seen (a stall, a lockup, a hung task, a warning). */
+  report?: KernelReport;
 }
 
 export interface Limits {
@@ -109,6 +122,22 @@ const PANIC_PATTERNS: { kind: PanicLine["kind"]; pattern: RegExp }[] = [
   { kind: "oops", pattern: /: [0-9a-f]{4} \[#\d+\]/ },
 ];
 
+/**
+ * The first lines of the kernel's reports that a guest often lives
+ * through, but that come before a guest stalled for good: what a stuck
+ * boot's reason names, as its last console line is the report's last
+ * ("</TASK>", "---[ end trace ... ]---"), which says nothing.
+ */
+const REPORT_PATTERNS: RegExp[] = [
+  /^INFO: task .* blocked for more than/,
+  /^rcu: INFO: /,
+  /^INFO: rcu_\w+ (self-)?detected stall/,
+  /^watchdog: BUG: soft lockup/,
+  /^BUG: workqueue lockup/,
+  /^WARNING: CPU: /,
+  /^clocksource: .*unstable/,
+];
+
 const TIMESTAMP = /^\[\s*(\d+)\.\d+\]\s?/;
 
 /** A console line as said: no terminal escapes, no control characters, trimmed, cut to LINE_MAX. */
@@ -137,17 +166,32 @@ export function lastLine(text: string): string {
   return "";
 }
 
-/** The first line of TEXT that says the kernel died, if any. */
-export function findPanic(text: string): PanicLine | undefined {
-  for (const raw of splitLines(text)) {
+/** TEXT's lines, cleaned, each without its printk timestamp and with the uptime that gave. */
+function kernelLines(text: string): KernelReport[] {
+  return splitLines(text).map((raw) => {
     const cleaned = cleanLine(raw);
     const stamp = TIMESTAMP.exec(cleaned);
-    const line = stamp ? cleaned.slice(stamp[0].length) : cleaned;
+    return stamp ? { line: cleaned.slice(stamp[0].length), uptime: Number(stamp[1]) } : { line: cleaned };
+  });
+}
+
+/** The first line of TEXT that says the kernel died, if any. */
+export function findPanic(text: string): PanicLine | undefined {
+  for (const line of kernelLines(text)) {
     for (const { kind, pattern } of PANIC_PATTERNS) {
-      if (pattern.test(line)) return stamp ? { kind, line, uptime: Number(stamp[1]) } : { kind, line };
+      if (pattern.test(line.line)) return { kind, ...line };
     }
   }
   return undefined;
+}
+
+/** The last line of TEXT that begins a kernel report (REPORT_PATTERNS), if any. */
+export function findLastReport(text: string): KernelReport | undefined {
+  let found: KernelReport | undefined;
+  for (const line of kernelLines(text)) {
+    if (REPORT_PATTERNS.some((pattern) => pattern.test(line.line))) found = line;
+  }
+  return found;
 }
 
 export function initialState(consolePath: string, offset: number, now: number): BootState {
@@ -174,6 +218,10 @@ export function observe(state: BootState, size: number, newLines: string, scanne
   if (!next.panic && newLines) {
     const panic = findPanic(newLines);
     if (panic) next.panic = { ...panic, seenAt: now };
+  }
+  if (newLines) {
+    const report = findLastReport(newLines);
+    if (report) next.report = report;
   }
   next.scanned = Math.max(next.scanned, scannedTo);
   return next;
@@ -202,8 +250,9 @@ export function judge(state: BootState, last: string, now: number, limits: Limit
   }
   if (silent >= limits.silenceS) {
     const printed = state.size > state.offset;
-    const text = printed && last ? `console silent for ${silent} s after '${last}'${onTry}` : `console silent for ${silent} s: nothing printed since qemu started${onTry}`;
-    return { verdict: "stuck", text };
+    const said = printed && last ? `console silent for ${silent} s after '${last}'` : `console silent for ${silent} s: nothing printed since qemu started`;
+    const report = state.report && `; the kernel's last report${state.report.uptime === undefined ? "" : ` (at ${state.report.uptime} s)`}: ${state.report.line}`;
+    return { verdict: "stuck", text: `${said}${onTry}${report ?? ""}` };
   }
   if (elapsed >= limits.timeoutS) {
     return { verdict: "timeout", text: `no ssh after ${elapsed} s while the console was still printing${onTry}: ${last || "(nothing printed)"}` };

@@ -1,9 +1,9 @@
 # The cgroup v2 test node's boot: qemu launched on a VM's overlay, and the
 # wait for the guest's ssh, which follows its serial console
 # (scripts/vm/boot-progress.ts judges it): a guest still printing is
-# booting, one silent for VM_BOOT_SILENCE seconds is stuck, one whose
-# console shows a kernel panic or oops has failed and is booted again, up
-# to VM_BOOT_RETRIES times. A boot that fails ends with one line,
+# booting; one silent for VM_BOOT_SILENCE seconds is stuck, and one whose
+# console shows a kernel panic or oops has failed: either is booted again,
+# up to VM_BOOT_RETRIES times. A boot that fails ends with one line,
 # `vm-node: NAME did not boot: REASON`. Sourced by scripts/vm/node.sh,
 # after scripts/env/common.sh and image.sh (the kernel command line); start
 # and reboot (lifecycle.sh) boot through boot_vm.
@@ -260,8 +260,10 @@ wait_for_ssh() {
 }
 
 # boot_vm NAME PORT fresh|same: boots NAME and waits for its ssh. A boot
-# whose console shows a kernel panic or oops is stopped and tried again, up
-# to VM_BOOT_RETRIES times: start's on a fresh overlay of the image
+# whose console shows a kernel panic or oops, or that is stuck (a guest
+# starved by a loaded host can stall for good: one in CI fell silent after
+# a kernel report 421 s into its boot), is stopped and tried again, up to
+# VM_BOOT_RETRIES times: start's on a fresh overlay of the image
 # (fresh), reboot's on the same disk, which is what a reboot is about
 # (same). The console log keeps every try's output, one after the other.
 # A boot that fails ends the script (boot_failed).
@@ -274,7 +276,7 @@ boot_vm() {
     if [[ "$overlay" == fresh ]]; then make_overlay "$name"; fi
     LAUNCH_KEEP_CONSOLE=$keep boot_overlay "$name" "$port" || boot_failed "$name"
     if wait_for_ssh "$name" "$try"; then return 0; fi
-    if [[ "$BOOT_VERDICT" != panic ]] || ((try >= tries)); then boot_failed "$name"; fi
+    if [[ "$BOOT_VERDICT" != panic && "$BOOT_VERDICT" != stuck ]] || ((try >= tries)); then boot_failed "$name"; fi
     vm_log "VM $name: $BOOT_REASON; booting it again$where (try $((try + 1)) of $tries)"
     stop_daemon "$(pid_file_name "$name")" 10
     keep=1

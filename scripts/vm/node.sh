@@ -39,9 +39,10 @@
 #                           while the guest's console still prints
 #                           (default 900)
 #   CRIDOCK_VM_BOOT_SILENCE seconds of a console with nothing new after which
-#                           a boot is stuck and fails (default 300)
-#   CRIDOCK_VM_BOOT_RETRIES how many times a boot whose console shows a
-#                           kernel panic or oops is tried again (default 2)
+#                           a boot is stuck (default 300)
+#   CRIDOCK_VM_BOOT_RETRIES how many times a boot that is stuck, or whose
+#                           console shows a kernel panic or oops, is tried
+#                           again (default 2)
 #   CRIDOCK_VM_DEBIAN       the guest's Debian release: trixie (Debian 13,
 #                           the default) or bookworm (Debian 12); each has
 #                           its own image
@@ -63,8 +64,8 @@
 # vm-NAME-console.log for the guest's serial console).
 #
 # A boot that fails (start, reboot) ends with one line on stderr,
-# `vm-node: NAME did not boot: REASON`: the console silent too long, a
-# kernel panic (after its tries), qemu's exit, or no ssh by the hard cap.
+# `vm-node: NAME did not boot: REASON`: the console silent too long or a
+# kernel panic (after their tries), qemu's exit, or no ssh by the hard cap.
 # The boot's watch (vm/boot-progress.ts) runs with the repository's
 # node_modules (npm ci); without them start and reboot wait by time alone.
 # image needs none.

@@ -7,7 +7,7 @@ import t from "tap";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cleanLine, findPanic, initialState, judge, lastLine, main, pollBoot, startBoot, type BootState } from "../../scripts/vm/boot-progress.ts";
+import { cleanLine, findLastReport, findPanic, initialState, judge, lastLine, main, pollBoot, startBoot, type BootState } from "../../scripts/vm/boot-progress.ts";
 
 const LIMITS = { silenceS: 300, timeoutS: 900 };
 const T0 = 1_700_000_000_000;
@@ -82,6 +82,32 @@ t.test("a console silent past the limit is stuck, with its last line", async (t)
   t.same(b.poll(10), { verdict: "booting", text: "[    1.200000] Loading initial ramdisk" });
   t.equal(b.poll(309).verdict, "booting", "299 s of silence");
   t.same(b.poll(310), { verdict: "stuck", text: "console silent for 300 s after '[    1.200000] Loading initial ramdisk'" });
+});
+
+t.test("a stuck boot's reason names the kernel's last report, not the trace's last line", async (t) => {
+  const b = boot(t);
+  b.print("[  300.1] rcu: INFO: rcu_preempt self-detected stall on CPU\n[  300.2]  <TASK>\n[  300.3]  </TASK>\n");
+  b.print("[  421.0] INFO: task systemd-udevd:120 blocked for more than 120 seconds.\n[  421.4]  </TASK>\n");
+  t.equal(b.poll(430).verdict, "booting");
+  t.same(b.poll(730, { attempt: 2 }), {
+    verdict: "stuck",
+    text: "console silent for 300 s after '[  421.4]  </TASK>' (try 2); the kernel's last report (at 421 s): INFO: task systemd-udevd:120 blocked for more than 120 seconds.",
+  });
+});
+
+t.test("the kernel's reports are found on their first line; a boot's ordinary lines are none", async (t) => {
+  for (const line of [
+    "watchdog: BUG: soft lockup - CPU#0 stuck for 23s! [swapper/0:1]",
+    "rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:",
+    "INFO: rcu_sched self-detected stall on CPU",
+    "BUG: workqueue lockup - pool cpus=1 node=0 flags=0x0 nice=0 stuck for 31s!",
+    "WARNING: CPU: 1 PID: 0 at kernel/time/clocksource.c:220 clocksource_watchdog+0x1/0x2",
+    "clocksource: timekeeping watchdog on CPU1: Marking clocksource 'tsc' as unstable because the skew is too large:",
+  ]) {
+    t.same(findLastReport(`[   60.5] ${line}\n`), { line, uptime: 60 }, line);
+  }
+  t.equal(findLastReport("[  OK  ] Started ssh.service\n[   70.0] systemd[1]: Reached target multi-user.target\n[   71.0]  </TASK>\n"), undefined);
+  t.same(findLastReport("rcu: INFO: a\nrcu: INFO: b\n"), { line: "rcu: INFO: b" }, "the last, without a timestamp no uptime");
 });
 
 t.test("a guest that prints nothing at all is stuck too, once past the limit", async (t) => {
