@@ -38,6 +38,14 @@
  * --cridock-env KEY=VALUE (repeatable) runs this tree's cridock with that
  * in its environment (not the compared arms'): a launcher's setting such as
  * MALLOC_ARENA_MAX, side by side with the same tree without it via --compare.
+ * --steady <s> holds the N pods that long once all run, then reports for
+ * each arm: the runtime's CPU (its process and direct children) and its
+ * engine's (dockerd) over the window, nothing but kubelet calling either;
+ * kubelet's PLEG relist mean over it (kubelet_pleg_relist_duration_seconds);
+ * then, after the window so that they stay out of its CPU, the medians of
+ * 5 Summary API GETs (/stats/summary) and of 5 ListContainers and
+ * ListPodSandbox calls. With --cpu-prof the window's span on the profile's
+ * clock is printed, so the profile can be cut to it.
  * --settle <s> reads each cridock's resident split once more that many
  * seconds after the deletion (what V8 gives back once the node is quiet).
  * --heap-snapshots <dir> has each cridock write a heap snapshot there when
@@ -45,19 +53,21 @@
  * --heapsnapshot-signal); each stalls cridock a second or more, so the
  * timings of such a run mean nothing.
  *
- *   npx tsx scripts/bench/kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1]
+ *   npx tsx scripts/bench/kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1] [--steady <seconds>]
  *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
  *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>] [--settle <seconds>] [--cridock-env KEY=VALUE]
  *
  * Needs what the e2e suite needs (root, scripts/env/setup.sh, scripts/env/install-kubelet.sh).
  */
 import { readdirSync, readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import { parseArgs } from "node:util";
 import { KubeletEnv, sleep } from "../../test/e2e/harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../../test/helpers/env.ts";
 import type { Samples } from "../../test/helpers/metrics-scrape.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
-import { residentSplit, rssMb, type ResidentSplit } from "./lib/proc-usage.ts";
+import { parseExposition } from "../../test/helpers/metrics-scrape.ts";
+import { residentSplit, rssMb, treeCpuSeconds, type ResidentSplit } from "./lib/proc-usage.ts";
 
 const { values } = parseArgs({
   options: {
@@ -70,6 +80,7 @@ const { values } = parseArgs({
     "cpu-prof": { type: "string" },
     "heap-snapshots": { type: "string" },
     settle: { type: "string", default: "0" },
+    steady: { type: "string", default: "0" },
     "cridock-env": { type: "string", multiple: true, default: [] },
   },
 });
@@ -79,6 +90,7 @@ const CLOCK_TICKS = 100;
 const CPU_PROF = values["cpu-prof"];
 const HEAP_SNAPSHOTS = values["heap-snapshots"];
 const SETTLE_S = Number(values.settle);
+const STEADY_S = Number(values.steady);
 const CRIDOCK_ENV = Object.fromEntries(
   values["cridock-env"]!.map((pair) => {
     const eq = pair.indexOf("=");
@@ -210,6 +222,78 @@ interface Arm {
   metrics: boolean;
 }
 
+/** The N pods held: what the node pays while nothing changes. */
+interface SteadyResult {
+  /** The runtime's CPU (process and direct children) over the window (s). */
+  runtimeCpuS: number;
+  /** dockerd's over the same window (s). */
+  engineCpuS: number;
+  /** kubelet's mean PLEG relist over the window (ms). */
+  plegRelistMs: number;
+  /** Medians of 5 calls each, after the window (ms). */
+  summaryMs: number;
+  listContainersMs: number;
+  listSandboxesMs: number;
+}
+
+/** kubelet's relist histogram: seconds summed and relists counted so far. */
+async function plegRelists(env: KubeletEnv): Promise<{ seconds: number; count: number }> {
+  const { status, body } = await env.get("/metrics");
+  if (status !== 200) throw new Error(`kubelet's /metrics answered ${status}`);
+  const samples = parseExposition(body);
+  return { seconds: samples.get("kubelet_pleg_relist_duration_seconds_sum") ?? NaN, count: samples.get("kubelet_pleg_relist_duration_seconds_count") ?? NaN };
+}
+
+/** The median time of 5 sequential calls of `call` (ms). */
+async function medianMs(call: () => Promise<unknown>): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const start = performance.now();
+    await call();
+    times.push(performance.now() - start);
+  }
+  return percentile(times.sort((a, b) => a - b), 50);
+}
+
+async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<SteadyResult> {
+  const enginePid = Number((await readFile(env.dockerd.pidFile, "utf8")).trim());
+  const relistBefore = await plegRelists(env);
+  const scrapeBefore = arm.metrics ? await env.metrics() : undefined;
+  const runtimeBefore = await treeCpuSeconds(pid);
+  const engineBefore = await treeCpuSeconds(enginePid);
+  const from = monotonicMicros();
+  await sleep(STEADY_S * 1000);
+  const runtimeCpuS = (await treeCpuSeconds(pid)) - runtimeBefore;
+  const engineCpuS = (await treeCpuSeconds(enginePid)) - engineBefore;
+  const to = monotonicMicros();
+  const relistAfter = await plegRelists(env);
+  if (scrapeBefore) {
+    const scrapeAfter = await env.metrics();
+    printRows(`CRI calls in the steady window (kubelet's alone):`, histogramDelta(scrapeBefore, scrapeAfter, "cridock_cri_request_duration_seconds", (l) => l.method));
+    printRows("Docker requests in the steady window:", histogramDelta(scrapeBefore, scrapeAfter, "cridock_docker_request_duration_seconds", (l) => `${l.method} ${l.endpoint}`));
+  }
+  const result: SteadyResult = {
+    runtimeCpuS,
+    engineCpuS,
+    plegRelistMs: ((relistAfter.seconds - relistBefore.seconds) / (relistAfter.count - relistBefore.count)) * 1000,
+    summaryMs: await medianMs(async () => {
+      const { status } = await env.get("/stats/summary", 60_000);
+      if (status !== 200) throw new Error(`kubelet's /stats/summary answered ${status}`);
+    }),
+    listContainersMs: await medianMs(() => env.cridock.client.call("ListContainers", {})),
+    listSandboxesMs: await medianMs(() => env.cridock.client.call("ListPodSandbox", {})),
+  };
+  console.log(
+    `[${arm.name}] steady ${STEADY_S} s with ${PODS} pods: runtime CPU ${runtimeCpuS.toFixed(2)} s ` +
+      `(${((runtimeCpuS / STEADY_S) * 100).toFixed(1)}% of a core), dockerd ${engineCpuS.toFixed(2)} s; ` +
+      `PLEG relist mean ${result.plegRelistMs.toFixed(1)} ms over ${relistAfter.count - relistBefore.count}; ` +
+      `then Summary API ${result.summaryMs.toFixed(0)} ms, ListContainers ${result.listContainersMs.toFixed(1)} ms, ` +
+      `ListPodSandbox ${result.listSandboxesMs.toFixed(1)} ms (medians of 5)` +
+      (CPU_PROF && !arm.criDockerd ? `; window on the profile's clock ${from} to ${to} µs` : ""),
+  );
+  return result;
+}
+
 interface BurstResult {
   latencies: number[];
   allRunningS: number;
@@ -224,6 +308,9 @@ interface BurstResult {
   rssAfter: number;
   /** The slowest Version answer during the deletion (ms). */
   worstVersionMs: number;
+  /** Wall time from the first deletion until every container stopped (s). */
+  deletionS: number;
+  steady?: SteadyResult;
 }
 
 async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promise<BurstResult> {
@@ -235,6 +322,10 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     criDockerd: arm.criDockerd,
     cridockNodeFlags: arm.criDockerd ? undefined : cridockNodeFlags,
     cridockEnv: arm.entry || arm.criDockerd ? undefined : CRIDOCK_ENV,
+    // kubelet's own defaults for its periodic work (the harness shortens them
+    // for the tests' sake): the log manager's ContainerStatus of every running
+    // container each 10 s, and each pod's sync each minute.
+    config: { containerLogMonitorInterval: "10s", syncFrequency: "1m" },
     kubeletPort: 10351,
     bridge: "cridock-kb0",
     dockerBridge: "cridock-kbd",
@@ -284,11 +375,13 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
       rssIdle,
       rssAfter: await rssMb(pid),
       worstVersionMs: 0,
+      deletionS: 0,
     };
     const splitAfter = await residentSplit(pid);
     const runningMonotonic = monotonicMicros();
     await heapSnapshot(pid, "after the burst");
     if (showBreakdown && scrapeBefore) printBreakdown(scrapeBefore, await env.metrics());
+    if (STEADY_S > 0) result.steady = await steadyWindow(env, arm, pid);
 
     // Deletion, with Version and Status sampled all along (they must answer fast whatever runs).
     let worstVersion = 0;
@@ -321,6 +414,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     result.worstVersionMs = worstVersion;
     const deletedMonotonic = monotonicMicros();
     const deletionS = (Date.now() - deleting) / 1000;
+    result.deletionS = deletionS;
     // Whether a slow Version waited on cridock's own event loop or for a CPU.
     const loopDelay = metrics ? (await env.metrics()).get("cridock_nodejs_eventloop_lag_max_seconds") : undefined;
     console.log(
@@ -374,6 +468,17 @@ function ratios(mine: BurstResult[], theirs: BurstResult[]): void {
     row("RSS after the burst, over idle (MB)", a.rssAfter - a.rssIdle, b.rssAfter - b.rssIdle, 1);
     row("slowest Version during deletion (ms)", a.worstVersionMs, b.worstVersionMs, 1);
     row("minor page faults during deletion", a.deleteMinorFaults, b.deleteMinorFaults, 0);
+    row("all Running after (s)", a.allRunningS, b.allRunningS, 1);
+    row("deletion, until every container stopped (s)", a.deletionS, b.deletionS, 1);
+    if (a.steady && b.steady) {
+      row(`steady ${STEADY_S} s: runtime CPU (s)`, a.steady.runtimeCpuS, b.steady.runtimeCpuS, 2);
+      row(`steady ${STEADY_S} s: dockerd CPU (s)`, a.steady.engineCpuS, b.steady.engineCpuS, 2);
+      row(`steady ${STEADY_S} s: runtime + dockerd CPU (s)`, a.steady.runtimeCpuS + a.steady.engineCpuS, b.steady.runtimeCpuS + b.steady.engineCpuS, 2);
+      row("PLEG relist mean (ms)", a.steady.plegRelistMs, b.steady.plegRelistMs, 1);
+      row("Summary API median (ms)", a.steady.summaryMs, b.steady.summaryMs, 0);
+      row("ListContainers median (ms)", a.steady.listContainersMs, b.steady.listContainersMs, 1);
+      row("ListPodSandbox median (ms)", a.steady.listSandboxesMs, b.steady.listSandboxesMs, 1);
+    }
   }
 }
 

@@ -17,6 +17,7 @@
  */
 import { Pool, UndiciError, poolRequest, poolUpgrade } from "./undici-pool.ts";
 import type { Duplex, Readable } from "node:stream";
+import { ContainerInspectCache } from "./inspect-cache.ts";
 import { ContainerListCache } from "./list-cache.ts";
 import { ContainerEventStream } from "./events.ts";
 
@@ -79,6 +80,7 @@ export class DockerClient {
   private readonly log: Logger;
   private negotiated: Promise<string> | undefined;
   private readonly listCache: ContainerListCache | undefined;
+  private readonly inspectCache: ContainerInspectCache | undefined;
   private readonly onRequest: DockerRequestObserver | undefined;
   /** Docker's container events, followed once watchContainerEvents() is called. */
   readonly events: ContainerEventStream;
@@ -113,6 +115,7 @@ export class DockerClient {
         scopeLabel,
         fetchScope: () => this.listContainersFromDocker({ label: [scopeLabel] }),
       });
+      this.inspectCache = new ContainerInspectCache({ fetch: (id) => this.inspectContainer(id) });
     }
   }
 
@@ -157,6 +160,11 @@ export class DockerClient {
       this.events.onConnection((connected) => cache.setConnected(connected));
       this.events.subscribe(() => cache.invalidate());
     }
+    const inspects = this.inspectCache;
+    if (inspects) {
+      this.events.onConnection((connected) => inspects.setConnected(connected));
+      this.events.subscribe((event) => inspects.invalidate(event.id));
+    }
     this.events.start();
   }
 
@@ -190,7 +198,7 @@ export class DockerClient {
     const signal = this.signal(options);
     // A change cridock makes is seen by its very next list, event or not.
     const mutates = method !== "GET" && path.startsWith("/containers/");
-    if (mutates) this.listCache?.invalidate();
+    if (mutates) this.invalidateCaches(path);
     const started = performance.now();
     try {
       const { body, headers } = this.encodeBody(options);
@@ -213,8 +221,18 @@ export class DockerClient {
       this.onRequest?.(method, path, (performance.now() - started) / 1000, failureOutcome(translated));
       throw translated;
     } finally {
-      if (mutates) this.listCache?.invalidate();
+      if (mutates) this.invalidateCaches(path);
     }
+  }
+
+  /** A request that may change containers is under way or done: what the caches hold of them may be stale. */
+  private invalidateCaches(path: string): void {
+    this.listCache?.invalidate();
+    if (!this.inspectCache) return;
+    // /containers/{id}/…: that container; /containers/create, /containers/prune, a name: any of them.
+    const target = decodeURIComponent(path.split("/")[2] ?? "");
+    if (/^[0-9a-f]{64}$/.test(target)) this.inspectCache.invalidate(target);
+    else this.inspectCache.invalidateAll();
   }
 
   /** A request with a JSON answer (or none, for 204). */
@@ -300,6 +318,16 @@ export class DockerClient {
     return this.json<ContainerSummary[]>("GET", "/containers/json", {
       query: { all: true, filters: JSON.stringify(filters) },
     });
+  }
+
+  /**
+   * The inspect of a container by full id, from memory while Docker's events
+   * show it unchanged (inspect-cache.ts): for the calls kubelet repeats on
+   * every container (ContainerStatus, stats). The answer is frozen. Any other
+   * id, or a client without the caches, asks dockerd.
+   */
+  inspectContainerCached(id: string): Promise<ContainerInspect> {
+    return this.inspectCache && /^[0-9a-f]{64}$/.test(id) ? this.inspectCache.inspect(id) : this.inspectContainer(id);
   }
 
   inspectContainer(id: string, size = false): Promise<ContainerInspect> {

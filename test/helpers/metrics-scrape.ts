@@ -1,6 +1,7 @@
 /**
  * Scraping a cridock /metrics endpoint in tests: a free loopback port to
- * bind it on, and the exposition text parsed into series → value.
+ * bind it on, and the exposition text (cridock's or kubelet's) parsed into
+ * series → value.
  */
 import { createServer } from "node:net";
 
@@ -21,8 +22,13 @@ export type Samples = Map<string, number>;
 export async function scrape(port: number): Promise<Samples> {
   const response = await fetch(`http://127.0.0.1:${port}/metrics`);
   if (response.status !== 200) throw new Error(`/metrics answered ${response.status}`);
+  return parseExposition(await response.text());
+}
+
+/** Prometheus' text exposition (cridock's, kubelet's) → `name{labels}` → value. */
+export function parseExposition(text: string): Samples {
   const samples: Samples = new Map();
-  for (const line of (await response.text()).split("\n")) {
+  for (const line of text.split("\n")) {
     if (!line || line.startsWith("#")) continue;
     const at = line.lastIndexOf(" ");
     samples.set(line.slice(0, at), Number(line.slice(at + 1)));

@@ -4,7 +4,6 @@
  * the user wrote, the mounts before symlinks were resolved) travels in
  * cridock's own labels, which never reach CRI responses.
  */
-import { readFile } from "node:fs/promises";
 import type { ContainerInspect, ContainerSummary } from "../../docker/types.ts";
 import { dockerTimeOrZero } from "../../docker/time.ts";
 import type { ContainerInfo, ContainerStateName, ContainerSummaryInfo, MountSpec } from "./spec.ts";
@@ -12,6 +11,7 @@ import { CRIDOCK_PREFIX, fromDockerLabels, LOG_PATH_LABEL, SANDBOX_ID_LABEL } fr
 import { parseName } from "../naming.ts";
 import { isUnifiedKey } from "../unified-keys.ts";
 import { resourcesFromHostConfig } from "./resources.ts";
+import { readKernelFile } from "../../stats/kernel-file.ts";
 
 /** The image as the user named it in CreateContainer. */
 export const IMAGE_LABEL = `${CRIDOCK_PREFIX}image`;
@@ -171,7 +171,7 @@ export function containerInfo(c: ContainerInspect): ContainerInfo {
 /** The identity of a running process, from /proc (undefined when it is gone). */
 export async function processUser(pid: number): Promise<ContainerInfo["user"]> {
   if (pid <= 0) return undefined;
-  const text = await readFile(`/proc/${pid}/status`, "utf8").catch(() => undefined);
+  const text = await readKernelFile(`/proc/${pid}/status`).catch(() => undefined);
   if (!text) return undefined;
   const field = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, "m").exec(text)?.[1]?.trim().split(/\s+/) ?? [];
   const uid = field("Uid")[0];

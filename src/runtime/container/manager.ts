@@ -82,6 +82,11 @@ const LOG_DRAIN_WAIT_MS = 2000;
 /** The exit code of a process the kernel killed with SIGKILL, as the OOM killer does. */
 const SIGKILL_EXIT = 137;
 
+interface InspectOptions {
+  /** Docker's inspect may come from the client's event-checked cache (a frozen object): for reads only. */
+  cached?: boolean;
+}
+
 export class ContainerManager {
   private readonly docker: DockerClient;
   private readonly log: Logger;
@@ -357,7 +362,8 @@ export class ContainerManager {
   }
 
   async status(id: string): Promise<ContainerInfo> {
-    const c = await this.mustFind(id);
+    // kubelet asks this of every container every few seconds: from memory while Docker's events show no change.
+    const c = await this.mustFind(id, { cached: true });
     const info = containerInfo(c);
     if (info.reason === "Error" && c.State.ExitCode === SIGKILL_EXIT && this.oomKills.killedIn(c.Id)) info.reason = "OOMKilled";
     if (info.state === "running") {
@@ -488,16 +494,16 @@ export class ContainerManager {
     return this.options.logs.resumeAll();
   }
 
-  private async mustFind(id: string): Promise<ContainerInspect> {
-    const found = await this.find(id);
+  private async mustFind(id: string, options: InspectOptions = {}): Promise<ContainerInspect> {
+    const found = await this.find(id, options);
     if (!found) throw notFound(`container ${id} does not exist`);
     return found;
   }
 
   /** The container with this id or unique id prefix (not a sandbox); undefined if none. */
-  private async find(id: string): Promise<ContainerInspect | undefined> {
+  private async find(id: string, options: InspectOptions = {}): Promise<ContainerInspect | undefined> {
     const fullId = await this.fullIdOf(id);
-    return fullId ? this.inspectOwn(fullId) : undefined;
+    return fullId ? this.inspectOwn(fullId, options) : undefined;
   }
 
   /** The full id `id` names: itself when it is one, else the container's whose id it prefixes (undefined if none). */
@@ -508,9 +514,9 @@ export class ContainerManager {
   }
 
   /** Docker's inspect of a CRI container (not a sandbox); undefined if there is none with this full id. */
-  private async inspectOwn(fullId: string): Promise<ContainerInspect | undefined> {
+  private async inspectOwn(fullId: string, options: InspectOptions = {}): Promise<ContainerInspect | undefined> {
     try {
-      const c = await this.docker.inspectContainer(fullId);
+      const c = await (options.cached ? this.docker.inspectContainerCached(fullId) : this.docker.inspectContainer(fullId));
       return c.Config.Labels?.[TYPE_LABEL] === TYPE_CONTAINER ? c : undefined;
     } catch (err) {
       if (isNotFound(err)) return undefined;

@@ -39,7 +39,8 @@ export interface ResolvedSandbox {
 async function inspectIfPresent(docker: DockerClient, { id, container, unlisted }: ResolvedSandbox): Promise<ContainerInspect | undefined> {
   if (!container && !unlisted) return undefined;
   try {
-    return await docker.inspectContainer(id);
+    // PodSandboxStatus comes with every pod sync of kubelet: from memory while Docker's events show no change.
+    return await docker.inspectContainerCached(id);
   } catch (err) {
     if (!isNotFound(err)) throw err;
     return undefined;
