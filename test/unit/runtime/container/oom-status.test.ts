@@ -15,6 +15,8 @@ const CONTAINER = "c".repeat(64);
 function managerFor(exitCode: number, dockerOom: boolean, kernelOom: boolean) {
   const asked: string[] = [];
   const docker = {
+    // The client's event-checked inspect (ContainerStatus) is the same inspect here.
+    inspectContainerCached: (id: string) => docker.inspectContainer(id),
     events: { announce: () => undefined },
     inspectContainer: async (Id: string) => ({
       Id,

@@ -30,6 +30,8 @@ function labelsOf(id: string) {
 function setup(status = "created") {
   const calls: string[] = [];
   const docker = {
+    // The client's event-checked inspect (ContainerStatus) is the same inspect here.
+    inspectContainerCached: (id: string) => docker.inspectContainer(id),
     events: { announce: () => undefined },
     inspectContainer: async (id: string) => {
       calls.push(`inspect ${id.slice(0, 4)}`);

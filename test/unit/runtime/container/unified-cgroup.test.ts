@@ -150,6 +150,8 @@ function manager(reader: CgroupReader) {
   let started = false;
   let extra: Record<string, string> = {};
   const docker = {
+    // The client's event-checked inspect (ContainerStatus) is the same inspect here.
+    inspectContainerCached: (id: string) => docker.inspectContainer(id),
     events: { announce: () => undefined },
     inspectContainer: async () => {
       calls.push("inspect");

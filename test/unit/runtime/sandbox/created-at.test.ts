@@ -21,6 +21,7 @@ t.test("created_at is set while the pause container is still starting", async (t
       await startGate;
     },
     inspectContainer: async () => runningPauseInspect(ID, "2026-01-02T03:04:05.123456789Z"),
+    inspectContainerCached: async () => runningPauseInspect(ID, "2026-01-02T03:04:05.123456789Z"),
     listContainers: async () => [],
   });
   const before = BigInt(Date.now()) * 1_000_000n;

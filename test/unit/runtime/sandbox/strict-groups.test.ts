@@ -20,6 +20,7 @@ async function pauseUser(t: { teardown(fn: () => unknown): void }, security: Par
       },
       startContainer: async () => undefined,
       inspectContainer: async (id: string) => runningPauseInspect(id, "2026-01-02T03:04:05Z"),
+      inspectContainerCached: async (id: string) => runningPauseInspect(id, "2026-01-02T03:04:05Z"),
       listContainers: async () => [],
     },
     {
