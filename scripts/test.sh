@@ -12,10 +12,11 @@
 # CRIDOCK_E2E_GENERIC_PLEG=1), the kubeadm cluster suite (scripts/cluster.sh
 # up, kubectl against it, down) and a fixed list of Kubernetes'
 # [NodeConformance] specs (e2e_node.test through scripts/k8s-conformance.sh
-# node), and last the cgroup v2 node's suites (the Debian 12 VM of
+# node), and last the cgroup v2 node's suites (Debian VMs of
 # scripts/vm/node.sh with the .deb installed: vm, a kubelet with the systemd
-# driver; vm-lifecycle, reboots and checkpoints; vm-kubeadm, kubeadm init
-# there), which run beside all the others from the start. The suites that
+# driver and critest, on Debian 13's docker.io and then Engine 29's two
+# image stores; vm-lifecycle, reboots and checkpoints; vm-kubeadm, kubeadm
+# init there), which run beside all the others from the start. The suites that
 # need Kubernetes' binaries come last: on a fresh machine those builds (in
 # the background from the start) take longest.
 # Ends with one line "N passed, N failed" (tap test points plus critest and
@@ -32,8 +33,8 @@
 # CRIDOCK_CRITEST_PROCS (default 3) is the number of critest processes.
 #
 # CRIDOCK_VM_BESIDE=0 runs the VM suites in their turn instead of beside the
-# others; CRIDOCK_VM_DEADLINE_S (default 2400) is how old the run may be
-# when a VM suite's node after the first starts (scripts/suite/vm.sh). CRIDOCK_CLUSTER_NODES
+# others; CRIDOCK_VM_BUDGET_S (default 4500) is how old the run may be
+# when a VM step after the first is expected to end (scripts/suite/vm.sh). CRIDOCK_CLUSTER_NODES
 # (default 2), CRIDOCK_E2E_GENERIC_PLEG and CRIDOCK_TEST_DOCKERD_BIN are read
 # by scripts/suite/kubernetes.sh.
 #

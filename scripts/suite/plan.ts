@@ -16,10 +16,16 @@
  *                               It reads CRIDOCK_TEST_ENGINES and CRIDOCK_VM_BESIDE.
  *   files SUITE ENGINE PRIMARY  the test files of SUITE's directory (test/SUITE)
  *                               on ENGINE, one a line, relative to the repository
+ *   vm-chain VM-SUITE...        the VM chain's steps of these suites (vmChainLines)
+ *   vm-releases                 the Debian releases the chain boots
+ *   vm-step ESTIMATE IN-PLACE AGE FIRST-ESTIMATE FIRST-TOOK HOST-ENDED BUDGET
+ *                               whether a step after the chain's first starts
+ *                               (vmStepDecision): `start EXPECTED-END` or
+ *                               `skip REASON`
  *
  * An unknown engine or suite is refused: one line on stderr, exit 1.
  *
- * Usage: tsx scripts/suite/plan.ts plan [SUITE...] | files SUITE ENGINE PRIMARY
+ * Usage: tsx scripts/suite/plan.ts plan [SUITE...] | files SUITE ENGINE PRIMARY | vm-chain ... | vm-releases | vm-step ...
  */
 import { lstatSync, readdirSync } from "node:fs";
 import { join, posix, resolve } from "node:path";
@@ -78,13 +84,38 @@ export const VM_NODES = {
 } as const satisfies Record<string, VmNodeSetup>;
 export type VmNodeName = keyof typeof VM_NODES;
 
+/** One step of the VM chain: a suite on a node. */
+export interface VmStep {
+  suite: (typeof VM_SUITES)[number];
+  node: VmNodeName;
+  /** The suite's files there; all of test/SUITE when none are named. */
+  files?: readonly string[];
+  /**
+   * Runs on the VM the step before it booted, its engine switched in place
+   * (`vm/node.sh engine`, as an operator replaces Docker under running
+   * cridock): no boot, no install. Only a vm step, after a vm step of the
+   * same Debian release. The package's upgrade cycle, which does not
+   * depend on the engine and ran there, is left out (pods.test.ts).
+   */
+  inPlace?: boolean;
+  /**
+   * Seconds the step takes on an unloaded 2-core machine beside the host's
+   * suites (fresh-machine CI runs of 2026-12-02 and 12-03): what the chain
+   * expects of it, scaled by how slow the first step was (vmStepDecision).
+   */
+  estimateS: number;
+}
+
 /**
- * The VM suites' steps, in the order they run: a suite on a node, and the
- * suite's files there (all of test/SUITE when none are named). Each node
- * runs a different engine's part, so that the engines of 2026 are all on
- * cgroup v2 with the systemd driver without every file running on each
- * (CI's time: the guest's CPU is emulated):
- * - vm on Debian 13's own docker.io 26.1: everything;
+ * The VM suites' steps, in the order they run. The first step boots
+ * Debian 13 with its own docker.io 26.1 and runs every vm file; on that
+ * same VM the engine is then switched in place to Engine 29, each image
+ * store in turn, for the files that differ by engine: critest's node set
+ * on the classic store, kubelet's pods (unified values, resize, restarts,
+ * OOM, user namespaces) on the containerd store. So the engines of 2026
+ * are all on cgroup v2 with the systemd driver for one boot, and no file
+ * runs on each (CI's time: the guest's CPU is emulated). Then, each with
+ * VMs of its own:
  * - vm-lifecycle (reboots, CheckpointContainer through CRIU), which only a
  *   VM can test: Engine 29 with the classic store and runc 1.5;
  * - vm-kubeadm (a cluster's control plane, resize, swap) on Debian 12's
@@ -93,19 +124,18 @@ export type VmNodeName = keyof typeof VM_NODES;
  *   out, its guest's load at 13 beside one more VM (docs/testing.md);
  * - vm on Debian 12, the oldest engine supported: the package's install
  *   and kubelet's pods.
- * Engine 29 with the containerd image store (a fresh install's) runs
- * kubelet's pods on request (CRIDOCK_VM_ENGINE=docker29-containerd): it
- * passed them, and CI's time has no room for another node.
- * In CI's background chain a step after the first starts only before a
- * deadline (scripts/suite/vm.sh), so the order is what matters most first.
+ * In CI's background chain each step after the first starts only when
+ * vmStepDecision says it fits, so the order is what matters most first.
  * Any node runs any file: CRIDOCK_VM_DEBIAN and CRIDOCK_VM_ENGINE pick one
  * for a file run alone (docs/testing.md, "The cgroup v2 node").
  */
-export const VM_CHAIN: ReadonlyArray<{ suite: (typeof VM_SUITES)[number]; node: VmNodeName; files?: readonly string[] }> = [
-  { suite: "vm", node: "debian13" },
-  { suite: "vm-lifecycle", node: "debian13-docker29" },
-  { suite: "vm-kubeadm", node: "debian12" },
-  { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"] },
+export const VM_CHAIN: readonly VmStep[] = [
+  { suite: "vm", node: "debian13", estimateS: 1720 },
+  { suite: "vm", node: "debian13-docker29", files: ["test/vm/validation.test.ts"], inPlace: true, estimateS: 260 },
+  { suite: "vm", node: "debian13-docker29-containerd", files: ["test/vm/pods.test.ts"], inPlace: true, estimateS: 300 },
+  { suite: "vm-lifecycle", node: "debian13-docker29", estimateS: 1100 },
+  { suite: "vm-kubeadm", node: "debian12", estimateS: 500 },
+  { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"], estimateS: 700 },
 ];
 
 /**
@@ -296,28 +326,84 @@ export function suiteFiles(suite: string, engine: string, primary: string, find:
 
 /**
  * The VM chain's steps of these suites as the lines scripts/suite/vm.sh
- * reads, one a step: `SUITE NODE DEBIAN ENGINE FILE...`. A file a step
- * names must be one of its suite's, so that a renamed file cannot quietly
- * drop out of a run.
+ * reads, one a step: `SUITE NODE DEBIAN ENGINE VM ESTIMATE FILE...`, where
+ * VM names the VM the step runs on: its own node's, or for an in-place
+ * step the node's of the step that booted it. A file a step names must be
+ * one of its suite's, so that a renamed file cannot quietly drop out of a
+ * run. An in-place step must follow, among the steps asked for, a vm step
+ * on the same Debian release, whose VM it takes over.
  */
-export function vmChainLines(suites: string[], chain: typeof VM_CHAIN, find: (root: string) => string[]): string[] {
+export function vmChainLines(suites: string[], chain: readonly VmStep[], find: (root: string) => string[]): string[] {
   for (const suite of suites) {
     if (!(VM_SUITES as readonly string[]).includes(suite)) throw new PlanError(`'${suite}' is not a VM suite (${VM_SUITES.join(", ")})`);
   }
+  let vm: { name: string; debian: string } | undefined;
   return chain
     .filter(({ suite }) => suites.includes(suite))
-    .map(({ suite, node, files }) => {
+    .map(({ suite, node, files, inPlace, estimateS }) => {
       const all = find(`test/${suite}`).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       for (const file of files ?? []) {
         if (!all.includes(file)) throw new PlanError(`VM node ${node} names ${file}, which is not a test file of test/${suite}`);
       }
       const { debian, engine } = VM_NODES[node];
-      return [suite, node, debian, engine, ...(files ?? all)].join(" ");
+      if (inPlace) {
+        if (suite !== "vm" || vm?.debian !== debian) {
+          throw new PlanError(`VM step ${suite}@${node} runs in place, which only a vm step after a vm step on Debian ${debian} can`);
+        }
+      } else {
+        vm = suite === "vm" ? { name: node, debian } : undefined;
+      }
+      return [suite, node, debian, engine, inPlace ? vm!.name : node, estimateS, ...(files ?? all)].join(" ");
     });
 }
 
+/** Where the run is when the chain's next step could start (vm.sh's vm_step_begins). */
+export interface VmChainClock {
+  /** Seconds since the run began. */
+  ageS: number;
+  /** The chain's first step: what it was expected to take, and took. */
+  first: { estimateS: number; tookS: number };
+  /** Whether the host's suites have all ended (the run then waits on the chain alone). */
+  hostEnded: boolean;
+  /** By how many seconds of the run every step must be expected to end (CRIDOCK_VM_BUDGET_S). */
+  budgetS: number;
+}
+
+export type VmStepDecision = { start: true; expectedEndS: number } | { start: false; reason: string };
+
+/**
+ * Whether a step after the chain's first starts. It is expected to take its
+ * estimate times the machine's pace: how much longer than its estimate the
+ * first step took (never less than 1: a machine is not counted faster than
+ * the one measured, and a first step that failed early says nothing). It
+ * starts when it is expected to end within the budget; a step that boots a
+ * VM of its own, besides, only while the host's suites still run, so that
+ * it uses time the run takes anyway. An in-place step, the engines of
+ * 2026 on the VM already up, may make the run wait for it. What does not
+ * start is counted as skipped, with the reason.
+ */
+export function vmStepDecision(step: Pick<VmStep, "estimateS" | "inPlace">, clock: VmChainClock): VmStepDecision {
+  const pace = Math.max(1, clock.first.tookS / Math.max(1, clock.first.estimateS));
+  const expectedS = Math.round(step.estimateS * pace);
+  const expectedEndS = clock.ageS + expectedS;
+  const paceText = `${pace.toFixed(2)}x its estimate, as the first step took ${clock.first.tookS} s for ${clock.first.estimateS}`;
+  if (expectedEndS > clock.budgetS) {
+    return {
+      start: false,
+      reason: `not started: at ${clock.ageS} s into the run, taking ${expectedS} s (${paceText}) it would end past CRIDOCK_VM_BUDGET_S (${clock.budgetS} s); this machine's emulated CPU is too slow for it to fit CI's time`,
+    };
+  }
+  if (!step.inPlace && clock.hostEnded) {
+    return {
+      start: false,
+      reason: `not started: the host's suites had ended at ${clock.ageS} s into the run, and a node of its own (${expectedS} s, ${paceText}) would only lengthen the run`,
+    };
+  }
+  return { start: true, expectedEndS };
+}
+
 /** The Debian releases the VM chain's nodes boot (each needs its image), the first step's first. */
-export function vmReleases(chain: typeof VM_CHAIN = VM_CHAIN): string[] {
+export function vmReleases(chain: readonly VmStep[] = VM_CHAIN): string[] {
   return [...new Set(chain.map(({ node }) => VM_NODES[node].debian))];
 }
 
@@ -352,11 +438,25 @@ function main(argv: string[], env: NodeJS.ProcessEnv): string[] {
   if (command === "plan") return planLines(makePlan(args, env));
   if (command === "vm-chain") return vmChainLines(args, VM_CHAIN, (root) => findTestFiles(REPO_ROOT, root));
   if (command === "vm-releases" && args.length === 0) return vmReleases();
+  if (command === "vm-step" && args.length === 7) {
+    const [estimate, inPlace, age, firstEstimate, firstTook, hostEnded, budget] = args.map((a) => Number(a));
+    if ([estimate, inPlace, age, firstEstimate, firstTook, hostEnded, budget].some((n) => !Number.isInteger(n) || n! < 0)) {
+      throw new PlanError(`vm-step takes 7 whole numbers, not: ${args.join(" ")}`);
+    }
+    const decision = vmStepDecision(
+      { estimateS: estimate!, inPlace: inPlace === 1 },
+      { ageS: age!, first: { estimateS: firstEstimate!, tookS: firstTook! }, hostEnded: hostEnded === 1, budgetS: budget! },
+    );
+    return [decision.start ? `start ${decision.expectedEndS}` : `skip ${decision.reason}`];
+  }
   if (command === "files" && args.length === 3) {
     const [suite, engine, primary] = args as [string, string, string];
     return suiteFiles(suite, engine, primary, (root) => findTestFiles(REPO_ROOT, root));
   }
-  throw new PlanError("usage: tsx scripts/suite/plan.ts plan [SUITE...] | files SUITE ENGINE PRIMARY | vm-chain VM-SUITE... | vm-releases");
+  throw new PlanError(
+    "usage: tsx scripts/suite/plan.ts plan [SUITE...] | files SUITE ENGINE PRIMARY | vm-chain VM-SUITE... | vm-releases" +
+      " | vm-step ESTIMATE IN-PLACE(0|1) AGE FIRST-ESTIMATE FIRST-TOOK HOST-ENDED(0|1) BUDGET",
+  );
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {

@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2034  # SUITE_ENV are test.sh's, read by run_tap_files
 # The cgroup v2 node's suites of scripts/test.sh (which sources this file):
-# vm (one VM of scripts/vm/node.sh serves a node's files), vm-lifecycle and
+# vm (one VM of scripts/vm/node.sh serves a node's files, and then, its
+# engine switched in place, the files of the in-place steps after it), vm-lifecycle and
 # vm-kubeadm (each file boots a VM of its own), as the steps of
 # scripts/suite/plan.ts's VM_CHAIN (a suite on a node: a Debian release and
 # a Docker engine, counted as SUITE@NODE), run one after another beside the
@@ -10,23 +11,34 @@
 # SUMMARY_ARGS, SUITE_ENV and TIMES.
 
 # run_vm_chain SUITE...: the chain's steps of these suites, in its order.
-# In the background chain a step after the first starts only before the
-# deadline (vm_step_begins). Each step's time goes into vm-chain.times in
+# In the background chain a step after the first starts only when
+# vm_step_begins says it fits. A vm step's VM stays up for the in-place
+# steps after it (their engine switched on it) and is powered off after
+# the last of them. Each step's time goes into vm-chain.times in
 # RESULTS_DIR.
 run_vm_chain() {
-  local listing line suite node debian vm_engine files started
+  local listing line suite node debian vm_engine vm estimate files started
   if ! listing="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/plan.ts vm-chain "$@")"; then
     SUMMARY_ARGS+=(--failed "$1=its nodes could not be listed (scripts/suite/plan.ts vm-chain $*)")
     return 0
   fi
+  VM_LIVE=""
   while IFS= read -r line; do
     [[ -n "$line" ]] || continue
-    read -r suite node debian vm_engine files <<<"$line"
-    vm_step_begins "$suite@$node" || continue
+    read -r suite node debian vm_engine vm estimate files <<<"$line"
+    # The VM up is powered off once a step has no use for it.
+    [[ -z "$VM_LIVE" || "$vm" == "$VM_LIVE" ]] || stop_live_vm
+    vm_step_begins "$suite@$node" "$estimate" "$([[ "$vm" != "$node" ]] && echo 1 || echo 0)" || continue
     started=$SECONDS
     local node_env=(CRIDOCK_VM_DEBIAN="$debian" CRIDOCK_VM_ENGINE="$vm_engine")
     case "$suite" in
-      vm) run_vm_node "$node" "$files" ;;
+      vm)
+        if [[ "$vm" == "$node" ]]; then
+          run_vm_node "$node" "$files"
+        else
+          run_vm_in_place "$vm" "$node" "$vm_engine" "$files"
+        fi
+        ;;
       vm-lifecycle)
         bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh" >/dev/null
         # checkpointctl reads CheckpointContainer's archives (checkpoint.test.ts).
@@ -40,42 +52,58 @@ run_vm_chain() {
         ;;
     esac
     echo "$suite@$node $((SECONDS - started)) s" >>"$RESULTS_DIR/vm-chain.times"
+    # The chain's pace is the first step's (vm_step_begins).
+    [[ -n "$VM_FIRST_STEP" ]] || VM_FIRST_STEP="$estimate $((SECONDS - started))"
   done <<<"$listing"
+  stop_live_vm
 }
 
-# Past the chain's first step, each step starts only while the run is
-# younger than VM_DEADLINE_S (CRIDOCK_VM_DEADLINE_S, default 40 minutes): a
-# node takes 5 to 15 minutes of a fast machine's emulated CPU and 3 times
-# that of a slow one's, so on a machine slow enough to reach the deadline
-# first, the chain's rest would take the run past CI's limit. A step not
-# started is counted as skipped, with the reason, not as passed; the chain's
-# order (plan.ts) puts first what only a VM can test.
-VM_DEADLINE_S="${CRIDOCK_VM_DEADLINE_S:-2400}"
-# 1 in the background chain, where the deadline holds; the count of its steps begun.
-VM_DEADLINE_ACTIVE=0
-VM_STEPS_BEGUN=0
+# In the background chain, the steps after the first start only when they
+# are expected to end within VM_BUDGET_S of the run's start
+# (CRIDOCK_VM_BUDGET_S, default 75 minutes: CI's limit for a fresh machine
+# is 80), each step's estimate (plan.ts's VM_CHAIN) scaled by how much
+# longer than its own the first step took; and a step that boots a VM of
+# its own only while the host's suites still run (plan.ts's
+# vmStepDecision). A node takes 5 to 30 minutes of a fast machine's
+# emulated CPU and 3 times that of a slow one's. A step not started is
+# counted as skipped, with the reason, not as passed; the chain's order
+# puts first what only a VM can test.
+VM_BUDGET_S="${CRIDOCK_VM_BUDGET_S:-4500}"
+# 1 in the background chain, where the budget holds; the first step's
+# "ESTIMATE TOOK" once it ended; the VM left up for in-place steps.
+VM_BUDGET_ACTIVE=0
+VM_FIRST_STEP=""
+VM_LIVE=""
 
-# vm_step_begins NAME: whether the chain's step NAME (suite@node) starts;
-# when not, it is counted as skipped with the reason.
+# vm_step_begins NAME ESTIMATE IN_PLACE: whether the chain's step NAME
+# (suite@node) starts; when not, it is counted as skipped with the reason.
 vm_step_begins() {
-  VM_STEPS_BEGUN=$((VM_STEPS_BEGUN + 1))
-  if ((VM_DEADLINE_ACTIVE == 1 && VM_STEPS_BEGUN > 1 && SECONDS > VM_DEADLINE_S)); then
-    SUMMARY_ARGS+=(--skipped "$1=not started: the run was $SECONDS s old, past CRIDOCK_VM_DEADLINE_S ($VM_DEADLINE_S s); this machine's emulated CPU is too slow for it to fit CI's time")
-    echo "$1 not started ($SECONDS s into the run)" >>"$RESULTS_DIR/vm-chain.times"
-    return 1
+  local name="$1" estimate="$2" in_place="$3" decision host_ended=0
+  ((VM_BUDGET_ACTIVE == 1)) && [[ -n "$VM_FIRST_STEP" ]] || return 0
+  [[ ! -f "$RESULTS_DIR/host-suites.ended" ]] || host_ended=1
+  # shellcheck disable=SC2086  # VM_FIRST_STEP is two numbers
+  if ! decision="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/plan.ts vm-step "$estimate" "$in_place" "$SECONDS" $VM_FIRST_STEP "$host_ended" "$VM_BUDGET_S")"; then
+    decision="skip not started: its start could not be decided (scripts/suite/plan.ts vm-step)"
   fi
-  return 0
+  if [[ "$decision" == start* ]]; then
+    echo "# $name starts at $SECONDS s into the run, expected to end by ${decision#start } s"
+    return 0
+  fi
+  SUMMARY_ARGS+=(--skipped "$name=${decision#skip }")
+  echo "$name not started ($SECONDS s into the run)" >>"$RESULTS_DIR/vm-chain.times"
+  return 1
 }
 
 # run_vm_node NODE FILES: test/vm's FILES (space-separated) on one node: the
 # .deb installed in a Debian VM under qemu TCG and a kubelet there
 # (docs/testing.md, "The cgroup v2 node"). One VM, named NODE, serves the
 # files (CRIDOCK_VM_NODE): its boot, minutes of emulated CPU, overlaps the
-# .deb's build here (none when the packaging suite built it), and it is
-# powered off after the last file. The boot's stderr is shown and also kept
-# (vm-NODE-boot.err in RESULTS_DIR): a failed boot ends with one line saying
-# why ("vm-node: NAME did not boot: REASON"), and that line goes into the
-# failure's message. Uses node_env (run_vm_chain's).
+# .deb's build here (none when the packaging suite built it). It stays up
+# (VM_LIVE) for the chain's in-place steps; run_vm_chain powers it off. The
+# boot's stderr is shown and also kept (vm-NODE-boot.err in RESULTS_DIR): a
+# failed boot ends with one line saying why ("vm-node: NAME did not boot:
+# REASON"), and that line goes into the failure's message. Uses node_env
+# (run_vm_chain's).
 run_vm_node() {
   local node="$1" files="$2" boot_status=0 deb="" boot_err="$RESULTS_DIR/vm-$1-boot.err" why=""
   echo "# ---- vm@$node (the cgroup v2 node: ${node_env[*]})"
@@ -89,16 +117,48 @@ run_vm_node() {
   if [[ -z "$deb" || ! -f "$deb" ]] || ((boot_status != 0)); then
     ((boot_status == 0)) || why="$(last_line "$boot_err")"
     SUMMARY_ARGS+=(--failed "vm@$node=the .deb's build or the node's boot failed (boot: exit $boot_status${why:+, \"$why\"}; log: $ENV_LOG_DIR/vm-$node-console.log)")
-  else
-    SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$node" CRIDOCK_VM_DEB="$deb")
-    # Emulated CPU: a file takes minutes (the install, kubelet's first pod).
-    # The pods file, beside all of the host's suites, took 2400 s (52543da:
-    # three installs of the .deb at 585, 394 and 163 s, where alone they
-    # take about 55 s each): it gets an hour, as a VM of its own does.
-    run_tap_files "vm@$node" "$files" --jobs=1 --timeout=3600 --disable-coverage
-    SUITE_ENV=()
+    bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" stop "$node" </dev/null || true
+    return 0
   fi
-  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" stop "$node" </dev/null || true
+  VM_LIVE="$node"
+  VM_LIVE_DEB="$deb"
+  SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$node" CRIDOCK_VM_DEB="$deb")
+  # Emulated CPU: a file takes minutes (the install, kubelet's first pod).
+  # The pods file, beside all of the host's suites, took 2400 s (52543da:
+  # three installs of the .deb at 585, 394 and 163 s, where alone they
+  # take about 55 s each): it gets an hour, as a VM of its own does.
+  run_tap_files "vm@$node" "$files" --jobs=1 --timeout=3600 --disable-coverage
+  SUITE_ENV=()
+}
+
+# run_vm_in_place VM NODE ENGINE FILES: test/vm's FILES on the VM a step
+# before booted (VM_LIVE), its dockerd switched to ENGINE in place
+# (`vm/node.sh engine`: Docker replaced under a running cridock, as an
+# operator's upgrade does), counted as vm@NODE. The .deb stays installed;
+# the package's upgrade cycle, which ran there on the first engine, is
+# left out (CRIDOCK_VM_PACKAGE_CYCLE_DONE, pods.test.ts).
+run_vm_in_place() {
+  local vm="$1" node="$2" engine="$3" files="$4" switch_err="$RESULTS_DIR/vm-$2-switch.err"
+  echo "# ---- vm@$node (the cgroup v2 node $vm, its engine switched to $engine in place)"
+  if [[ "$VM_LIVE" != "$vm" ]]; then
+    SUMMARY_ARGS+=(--skipped "vm@$node=not started: the VM of vm@$vm, whose engine it switches, is not up (see vm@$vm)")
+    return 0
+  fi
+  # stdout as it was, stderr shown and kept; the status is node.sh's (pipefail).
+  if ! { bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" engine "$vm" "$engine" 2>&1 >&3 3>&- | tee "$switch_err" >&2; } 3>&1 </dev/null; then
+    SUMMARY_ARGS+=(--failed "vm@$node=switching $vm's engine to $engine failed: \"$(last_line "$switch_err")\"")
+    return 0
+  fi
+  SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$vm" CRIDOCK_VM_DEB="$VM_LIVE_DEB" CRIDOCK_VM_PACKAGE_CYCLE_DONE="vm@$vm")
+  run_tap_files "vm@$node" "$files" --jobs=1 --timeout=3600 --disable-coverage
+  SUITE_ENV=()
+}
+
+# stop_live_vm: powers off the VM kept up for in-place steps, if any.
+stop_live_vm() {
+  [[ -n "$VM_LIVE" ]] || return 0
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" stop "$VM_LIVE" </dev/null || true
+  VM_LIVE=""
 }
 
 # run_own_vm_files NAME FILES WHAT: FILES (space-separated), each booting a
@@ -149,7 +209,7 @@ start_vm_beside() {
   log "the ${VM_BESIDE_SUITES[*]} suites run beside the suites from here on (log: $RESULTS_DIR/vm-beside.log)"
   (
     local before=${#SUMMARY_ARGS[@]}
-    VM_DEADLINE_ACTIVE=1
+    VM_BUDGET_ACTIVE=1
     nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh" >/dev/null
     [[ " ${VM_BESIDE_SUITES[*]} " != *" vm-lifecycle "* ]] ||
       nice -n 19 bash "$CRIDOCK_REPO_ROOT/scripts/env/install-cri-tools.sh" checkpointctl >/dev/null
@@ -165,6 +225,8 @@ start_vm_beside() {
 # output and adds their results and times.
 collect_vm_beside() {
   local waited=$SECONDS status=0 args=() line
+  # From here the run waits on the chain alone: vm_step_begins boots no more VMs.
+  echo "$SECONDS" >"$RESULTS_DIR/host-suites.ended"
   wait "$VM_BESIDE_PID" || status=$?
   VM_BESIDE_PID=""
   waited=$((SECONDS - waited))

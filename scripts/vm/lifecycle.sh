@@ -180,7 +180,10 @@ cmd_copy() {
   local mount="mkdir -p $VM_SHARE_MOUNT && { mountpoint -q $VM_SHARE_MOUNT || mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=1048576 $VM_SHARE_TAG $VM_SHARE_MOUNT; }"
   local status=0
   if [[ -d "$src" ]]; then
-    vm_ssh "$name" "$mount && mkdir -p $qdst && cp -a $qitem/. $qdst/" </dev/null || status=$?
+    # Each file unlinked before it is written: a binary the guest runs (an
+    # engine's dockerd, replaced by another engine's) refuses a write in
+    # place ("Text file busy"), and the running process keeps the old one.
+    vm_ssh "$name" "$mount && mkdir -p $qdst && cp -a --remove-destination $qitem/. $qdst/" </dev/null || status=$?
   else
     vm_ssh "$name" "$mount && mkdir -p \"\$(dirname $qdst)\" && cp -a $qitem $qdst.part && mv -f $qdst.part $qdst" </dev/null || status=$?
   fi

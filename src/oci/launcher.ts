@@ -38,7 +38,15 @@ export const LAUNCHER_MARKER = "# cridock OCI runtime layer, launcher format 2";
 const LAUNCHER_MARKER_1 = "# cridock OCI runtime layer, launcher format 1";
 
 export interface LauncherSettings {
-  /** The real OCI runtime every call ends in (runc, or the one a RuntimeClass names). */
+  /**
+   * The real OCI runtime every call ends in: an absolute path, or a bare
+   * command name (Docker's default, `runc`) that the launcher finds on the
+   * PATH it is run with, containerd's shim's, at each call, as the shim
+   * finds Docker's own runc. A name found once at install and baked in
+   * outlives the engine: replaced by another (docker.io by Docker CE, whose
+   * containerd brings its own runc), the layer ran the old runc, which
+   * could not run the new engine's specs ("namespace time does not exist").
+   */
   delegate: string;
   /** Where cridock leaves a container's spec edits, as <id>.json. */
   editsDir: string;
@@ -58,8 +66,13 @@ function checkPath(what: string, value: string): void {
   if (!value.startsWith("/") || /[\0-\x1f\x7f]/.test(value)) throw new Error(`the layer's ${what} "${value}" must be an absolute path of printable characters`);
 }
 
+/** A command name the launcher may look up on its PATH: no slash, nothing a shell or a reader would trip on. */
+export function isCommandName(value: string): boolean {
+  return /^[A-Za-z0-9_][A-Za-z0-9._+-]*$/.test(value);
+}
+
 export function renderLauncher(settings: LauncherSettings): string {
-  checkPath("runtime", settings.delegate);
+  if (!isCommandName(settings.delegate)) checkPath("runtime", settings.delegate);
   checkPath("edits directory", settings.editsDir);
   if (!settings.rootfsDir) throw new Error("the layer needs its rootfs directory");
   checkPath("rootfs directory", settings.rootfsDir);

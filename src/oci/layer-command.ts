@@ -18,7 +18,7 @@ import { DockerClient } from "../docker/client.ts";
 import type { DockerInfo } from "../docker/types.ts";
 import { createLogger } from "../log.ts";
 import { withoutRuntime, withRuntime } from "./daemon-config.ts";
-import { renderLauncher } from "./launcher.ts";
+import { isCommandName, renderLauncher } from "./launcher.ts";
 import { replaceFile } from "./replace-file.ts";
 import { inspectLayer, LAYER_RUNTIME } from "./layer.ts";
 import { describeCause } from "../errors.ts";
@@ -51,7 +51,8 @@ unified settings) is in force before a container's first instruction.
   --edits-dir DIR        where cridock leaves spec edits (default /run/cridock/oci-edits)
   --rootfs-dir DIR       where the layer mounts the idmapped rootfs of pods in user namespaces
                          (default /run/cridock-rootfs; it and its parents must be searchable by all)
-  --runtime FILE         the real OCI runtime (default: dockerd's runc, found on its PATH)
+  --runtime FILE         the real OCI runtime (default: dockerd's default runtime; runc by
+                         name, found on containerd's shim's PATH at each call, as Docker's is)
   --no-reload            write the files, signal nothing (dockerd reads them when it starts)
   --reload-timeout SECS  how long to wait for dockerd to show the reload in /info (default 120)`;
 
@@ -120,7 +121,7 @@ async function dockerInfo(docker: DockerClient): Promise<DockerInfo | undefined>
   return docker.info().catch(() => undefined);
 }
 
-/** `name` on dockerd's PATH (from its environment), as dockerd resolves its own runc. */
+/** `name` on dockerd's PATH (from its environment), which containerd's (whose shim runs runc) is on a node as a rule. */
 async function resolveOnDockerdPath(name: string, pidFile: string): Promise<string | undefined> {
   if (name.startsWith("/")) return name;
   let path = process.env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -138,13 +139,22 @@ async function resolveOnDockerdPath(name: string, pidFile: string): Promise<stri
   return undefined;
 }
 
+/**
+ * The launcher's real runtime: --runtime as given, else dockerd's default
+ * runtime. A path stays that path; a bare name (Docker's `runc`) stays a
+ * name, which the launcher looks up at each call on the PATH containerd's
+ * shim gives it, as the shim does for Docker's own runc: whichever engine
+ * runs the node later, its runc runs the layer's containers (launcher.ts).
+ * The name must be found on dockerd's PATH now, so that a node without it
+ * is told at install.
+ */
 async function realRuntime(docker: DockerClient, flags: Flags): Promise<string> {
   if (flags.runtime) return flags.runtime;
   const info = await dockerInfo(docker);
   const name = info ? (info.Runtimes?.[info.DefaultRuntime ?? "runc"]?.path ?? "runc") : "runc";
   const found = await resolveOnDockerdPath(name, flags["docker-pid-file"]!);
   if (!found) throw new Error(`dockerd's runtime ${name} was not found on its PATH; name it with --runtime`);
-  return found;
+  return isCommandName(name) ? name : found;
 }
 
 /**

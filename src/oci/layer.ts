@@ -6,7 +6,7 @@
  */
 import { access, constants, readFile } from "node:fs/promises";
 import type { DockerInfo } from "../docker/types.ts";
-import { parseLauncher } from "./launcher.ts";
+import { isCommandName, parseLauncher } from "./launcher.ts";
 
 /** The name the layer is registered under in daemon.json's `runtimes`. */
 export const LAYER_RUNTIME = "cridock";
@@ -38,10 +38,14 @@ export async function inspectLayer(info: Pick<DockerInfo, "Runtimes">, name = LA
   }
   const settings = parseLauncher(text);
   if (!settings) return { ready: false, reason: `dockerd's runtime "${name}" names ${launcher}, which is not a launcher cridock wrote` };
-  try {
-    await access(settings.delegate, constants.X_OK);
-  } catch {
-    return { ready: false, reason: `the layer's real runtime ${settings.delegate} is not an executable file: ${LAYER_INSTALL_HINT} again` };
+  // A bare name is found on the PATH of containerd's shim at each call, as
+  // Docker's own runc is: not this process's to check (launcher.ts).
+  if (!isCommandName(settings.delegate)) {
+    try {
+      await access(settings.delegate, constants.X_OK);
+    } catch {
+      return { ready: false, reason: `the layer's real runtime ${settings.delegate} is not an executable file: ${LAYER_INSTALL_HINT} again` };
+    }
   }
   return { ready: true, layer: { runtime: name, launcher, ...settings } };
 }

@@ -29,6 +29,8 @@ import {
   suiteFiles,
   vmChainLines,
   vmReleases,
+  vmStepDecision,
+  type VmStep,
 } from "../../scripts/suite/plan.ts";
 
 const ALL = [...ALL_ENGINES];
@@ -192,11 +194,13 @@ t.test("in this repository: the listed files exist, and the containerd store run
   t.same(findTestFiles(root, "test/no-such-suite"), []);
 });
 
+/** plan.ts's command line, as test.sh runs it. */
+const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  promisify(execFile)(process.execPath, ["--import=tsx", "scripts/suite/plan.ts", ...args], {
+    env: { ...process.env, CRIDOCK_TEST_ENGINES: "", CRIDOCK_VM_BESIDE: "", ...env },
+  });
+
 t.test("the CLI: the plan and the files as lines, a refusal as one line and exit 1", async (t) => {
-  const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
-    promisify(execFile)(process.execPath, ["--import=tsx", "scripts/suite/plan.ts", ...args], {
-      env: { ...process.env, CRIDOCK_TEST_ENGINES: "", CRIDOCK_VM_BESIDE: "", ...env },
-    });
   const plan = await run(["plan", "unit", "integration"], { CRIDOCK_TEST_ENGINES: "docker20.10 docker29" });
   t.equal(plan.stdout, [
     "primary docker29",
@@ -222,34 +226,87 @@ t.test("the CLI: the plan and the files as lines, a refusal as one line and exit
 
 t.test("VM chain: the asked suites' steps in the chain's order, every file where none are named; a file not in the suite refused", async (t) => {
   const find = (root: string) => (root === "test/vm" ? ["test/vm/b.test.ts", "test/vm/a.test.ts"] : root === "test/vm-kubeadm" ? ["test/vm-kubeadm/k.test.ts"] : []);
-  const chain = [
-    { suite: "vm", node: "debian13" },
-    { suite: "vm-kubeadm", node: "debian13-docker29-containerd" },
-    { suite: "vm", node: "debian12", files: ["test/vm/b.test.ts"] },
-  ] as const;
+  const chain: VmStep[] = [
+    { suite: "vm", node: "debian13", estimateS: 100 },
+    { suite: "vm-kubeadm", node: "debian13-docker29-containerd", estimateS: 50 },
+    { suite: "vm", node: "debian12", files: ["test/vm/b.test.ts"], estimateS: 70 },
+  ];
   t.same(vmChainLines(["vm-kubeadm", "vm"], chain, find), [
-    "vm debian13 trixie distro test/vm/a.test.ts test/vm/b.test.ts",
-    "vm-kubeadm debian13-docker29-containerd trixie docker29-containerd test/vm-kubeadm/k.test.ts",
-    "vm debian12 bookworm distro test/vm/b.test.ts",
+    "vm debian13 trixie distro debian13 100 test/vm/a.test.ts test/vm/b.test.ts",
+    "vm-kubeadm debian13-docker29-containerd trixie docker29-containerd debian13-docker29-containerd 50 test/vm-kubeadm/k.test.ts",
+    "vm debian12 bookworm distro debian12 70 test/vm/b.test.ts",
   ]);
-  t.same(vmChainLines(["vm"], chain, find), ["vm debian13 trixie distro test/vm/a.test.ts test/vm/b.test.ts", "vm debian12 bookworm distro test/vm/b.test.ts"]);
+  t.same(vmChainLines(["vm"], chain, find), ["vm debian13 trixie distro debian13 100 test/vm/a.test.ts test/vm/b.test.ts", "vm debian12 bookworm distro debian12 70 test/vm/b.test.ts"]);
   t.same(vmReleases(chain), ["trixie", "bookworm"]);
-  t.throws(() => vmChainLines(["vm"], [{ suite: "vm", node: "debian13", files: ["test/vm/gone.test.ts"] }], find), {
+  t.throws(() => vmChainLines(["vm"], [{ suite: "vm", node: "debian13", files: ["test/vm/gone.test.ts"], estimateS: 1 }], find), {
     message: /VM node debian13 names test\/vm\/gone\.test\.ts, which is not a test file of test\/vm/,
   });
   t.throws(() => vmChainLines(["unit"], chain, find), { message: /'unit' is not a VM suite/ });
 });
 
-t.test("in this repository: the chain's files exist; Debian 13 with every vm file first; both Debian releases and Engine 29 in it", async (t) => {
+t.test("VM chain: an in-place step runs on the VM of the vm step before it, on the same Debian release, or is refused", async (t) => {
+  const find = (root: string) => (root === "test/vm" ? ["test/vm/a.test.ts"] : root === "test/vm-lifecycle" ? ["test/vm-lifecycle/r.test.ts"] : []);
+  const chain: VmStep[] = [
+    { suite: "vm", node: "debian13", estimateS: 100 },
+    { suite: "vm", node: "debian13-docker29", inPlace: true, estimateS: 30 },
+    { suite: "vm", node: "debian13-docker29-containerd", inPlace: true, estimateS: 40 },
+    { suite: "vm-lifecycle", node: "debian13-docker29", estimateS: 60 },
+  ];
+  t.same(vmChainLines(["vm", "vm-lifecycle"], chain, find), [
+    "vm debian13 trixie distro debian13 100 test/vm/a.test.ts",
+    "vm debian13-docker29 trixie docker29 debian13 30 test/vm/a.test.ts",
+    "vm debian13-docker29-containerd trixie docker29-containerd debian13 40 test/vm/a.test.ts",
+    "vm-lifecycle debian13-docker29 trixie docker29 debian13-docker29 60 test/vm-lifecycle/r.test.ts",
+  ]);
+  const refused = /runs in place, which only a vm step after a vm step on Debian trixie can/;
+  t.throws(() => vmChainLines(["vm"], [chain[1]!], find), { message: refused }, "no step before it");
+  t.throws(() => vmChainLines(["vm", "vm-lifecycle"], [chain[0]!, chain[3]!, chain[1]!], find), { message: refused }, "a VM of its own in between");
+  t.throws(() => vmChainLines(["vm"], [{ suite: "vm", node: "debian12", estimateS: 1 }, chain[1]!], find), { message: refused }, "another Debian release");
+  t.throws(() => vmChainLines(["vm-lifecycle", "vm"], [chain[0]!, { ...chain[3]!, inPlace: true }], find), { message: /vm-lifecycle@debian13-docker29 runs in place/ });
+});
+
+t.test("VM chain: a step starts when it is expected to end within the budget at the machine's pace; one booting its own VM only while the host's suites run", async (t) => {
+  const clock = { ageS: 3000, first: { estimateS: 1000, tookS: 1000 }, hostEnded: false, budgetS: 4500 };
+  t.same(vmStepDecision({ estimateS: 500 }, clock), { start: true, expectedEndS: 3500 });
+  t.same(vmStepDecision({ estimateS: 1500 }, clock), { start: true, expectedEndS: 4500 }, "ending at the budget itself");
+  const late = vmStepDecision({ estimateS: 1501, inPlace: true }, clock);
+  t.match(late, { start: false, reason: /at 3000 s into the run, taking 1501 s \(1\.00x its estimate.*past CRIDOCK_VM_BUDGET_S \(4500 s\)/ });
+  // A machine half as fast as the estimates: each step is expected to take twice its estimate.
+  const slow = { ...clock, first: { estimateS: 1000, tookS: 2000 } };
+  t.same(vmStepDecision({ estimateS: 700, inPlace: true }, slow), { start: true, expectedEndS: 4400 });
+  t.match(vmStepDecision({ estimateS: 800, inPlace: true }, slow), { start: false, reason: /taking 1600 s \(2\.00x/ });
+  // A first step faster than its estimate, or one that failed at once, does not make the machine count as fast.
+  t.same(vmStepDecision({ estimateS: 1500 }, { ...clock, first: { estimateS: 1000, tookS: 10 } }), { start: true, expectedEndS: 4500 });
+  // Once the host's suites have ended, only the in-place steps start.
+  const waiting = { ...clock, hostEnded: true };
+  t.same(vmStepDecision({ estimateS: 500, inPlace: true }, waiting), { start: true, expectedEndS: 3500 });
+  t.match(vmStepDecision({ estimateS: 500 }, waiting), { start: false, reason: /the host's suites had ended at 3000 s into the run, and a node of its own \(500 s/ });
+});
+
+t.test("VM chain's step decision from the command line: start or skip with the reason; bad numbers refused", async (t) => {
+  t.equal((await run(["vm-step", "500", "1", "3000", "1000", "1000", "1", "4500"])).stdout, "start 3500\n");
+  t.match((await run(["vm-step", "500", "0", "3000", "1000", "1000", "1", "4500"])).stdout, /^skip not started: the host's suites had ended/);
+  await t.rejects(run(["vm-step", "500", "x", "3000", "1000", "1000", "1", "4500"]), { code: 1, stderr: /vm-step takes 7 whole numbers/ });
+  await t.rejects(run(["vm-step", "500"]), { code: 1, stderr: /usage: tsx scripts\/suite\/plan\.ts/ });
+});
+
+t.test("in this repository: the chain's files exist; Debian 13 with every vm file first, then Engine 29's two stores in place; both Debian releases in it", async (t) => {
   const root = new URL("../..", import.meta.url).pathname;
   const lines = vmChainLines([...VM_SUITES], VM_CHAIN, (dir) => findTestFiles(root, dir));
   t.equal(lines.length, VM_CHAIN.length);
-  t.ok(lines.every((line) => line.split(" ").length > 4), "every step runs a file");
+  t.ok(lines.every((line) => line.split(" ").length > 6), "every step runs a file");
   for (const suite of VM_SUITES) t.ok(VM_CHAIN.some((step) => step.suite === suite), `${suite} has a step`);
   t.match(VM_CHAIN[0], { suite: "vm", node: "debian13" });
   t.equal(VM_CHAIN[0]!.files, undefined, "the first node runs every vm file");
+  t.same(
+    VM_CHAIN.filter((step) => step.inPlace).map(({ node }) => VM_NODES[node].engine),
+    ["docker29", "docker29-containerd"],
+    "Engine 29's stores on the first node's VM, right after it",
+  );
+  t.ok(VM_CHAIN[1]!.inPlace && VM_CHAIN[2]!.inPlace);
+  t.ok(VM_CHAIN.every(({ estimateS }) => Number.isInteger(estimateS) && estimateS > 0), "every step has an estimate");
   const setups = new Set(VM_CHAIN.map(({ node }) => `${VM_NODES[node].debian}/${VM_NODES[node].engine}`));
-  t.same([...setups].sort(), ["bookworm/distro", "trixie/distro", "trixie/docker29"]);
+  t.same([...setups].sort(), ["bookworm/distro", "trixie/distro", "trixie/docker29", "trixie/docker29-containerd"]);
   t.same(vmReleases(), ["trixie", "bookworm"], "both images, the first step's first");
   for (const node of Object.keys(VM_NODES)) t.match(node, /^[a-z0-9][a-z0-9-]{0,31}$/, "a VM name vm/node.sh accepts");
 });

@@ -64,8 +64,7 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
   t.equal(info.Runtimes?.cridock?.path, launcher, "dockerd lists the runtime after SIGHUP");
   t.equal(readFileSync(dockerd.pidFile, "utf8").trim(), pid, "the same dockerd: reloaded, not restarted");
   t.same(JSON.parse(readFileSync(dockerd.configFile!, "utf8")), { runtimes: { cridock: { path: launcher } } });
-  const runc = spawnSync("sh", ["-c", "command -v runc"], { encoding: "utf8" }).stdout.trim();
-  t.match(readFileSync(launcher, "utf8"), `DELEGATE='${runc}'`, "the real runtime is dockerd's runc");
+  t.match(readFileSync(launcher, "utf8"), "DELEGATE='runc'", "the real runtime is dockerd's runc, by name: found where containerd's shim finds it, at each call");
   const status = layer("status");
   t.equal(status.status, 0);
   t.match(status.stdout, /^ready: runtime "cridock"/);

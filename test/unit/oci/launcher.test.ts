@@ -97,7 +97,9 @@ t.test("parseLauncher reads back what renderLauncher wrote, and nothing else", a
   t.same(parseLauncher(format1), { delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits" }, "an older launcher still serves unified settings, without user namespaces");
   t.throws(() => renderLauncher({ delegate: "/r", editsDir: "/e", cridock: ["/c"] }), /rootfs directory/);
   t.equal(parseLauncher("#!/bin/sh\nexec runc \"$@\"\n"), undefined);
-  t.throws(() => renderLauncher({ delegate: "runc", editsDir: "/e", rootfsDir: "/f", cridock: ["/c"] }), /absolute path/);
+  t.same(parseLauncher(renderLauncher({ delegate: "runc", editsDir: "/e", rootfsDir: "/f", cridock: ["/c"] }))?.delegate, "runc", "a bare command name, looked up at each call");
+  t.throws(() => renderLauncher({ delegate: "bin/runc", editsDir: "/e", rootfsDir: "/f", cridock: ["/c"] }), /absolute path/);
+  t.throws(() => renderLauncher({ delegate: "-runc", editsDir: "/e", rootfsDir: "/f", cridock: ["/c"] }), /absolute path/);
   t.throws(() => renderLauncher({ delegate: "/r\nx", editsDir: "/e", rootfsDir: "/f", cridock: ["/c"] }), /printable/);
 });
 
@@ -123,4 +125,24 @@ t.test("a container marked for its pod's user namespace is never created without
   t.match(readFileSync(join(bundle, "log.json"), "utf8"), /belongs in its pod's user namespace/);
   writeFileSync(join(bundle, "config.json"), JSON.stringify({ annotations: { other: "pod" }, process: { args: ["sh"] } }));
   t.equal(run(["create", "--bundle", bundle, ID]).status, 0, "an unmarked container goes on");
+});
+
+t.test("a real runtime named, not pathed, is the one on the PATH of each call: an engine replaced later brings its own runc", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "cridock-launcher-path-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const launcher = join(dir, "launcher");
+  writeFileSync(launcher, renderLauncher({ delegate: "runc", editsDir: join(dir, "edits"), rootfsDir: join(dir, "rootfs"), cridock: ["/nonexistent/cridock"] }));
+  chmodSync(launcher, 0o755);
+  const engine = (name: string) => {
+    mkdirSync(join(dir, name));
+    writeFileSync(join(dir, name, "runc"), `#!/bin/sh\necho ${name} "$@"\n`);
+    chmodSync(join(dir, name, "runc"), 0o755);
+    return join(dir, name);
+  };
+  const [first, second] = [engine("distro"), engine("docker-ce")];
+  const call = (path: string) => spawnSync(launcher, ["--version"], { encoding: "utf8", env: { PATH: path } });
+  t.equal(call(first).stdout, "distro --version\n");
+  t.equal(call(second).stdout, "docker-ce --version\n", "the same launcher, the other engine's runc");
+  const none = call(join(dir, "nowhere"));
+  t.not(none.status, 0, "no runc on the PATH: the call fails, as Docker's own would");
 });
