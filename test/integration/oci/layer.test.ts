@@ -4,7 +4,7 @@
  * daemon.json, so that the node's engines are never reconfigured.
  * - `cridock oci-layer install` merges the runtime into daemon.json and
  *   reloads dockerd with SIGHUP: dockerd keeps its pid (no restart) and lists
- *   the runtime; the real runtime is dockerd's runc, found on its PATH.
+ *   the runtime; the real runtime is dockerd's runc, by name.
  * - A container under the layer with no edits runs as under runc; exec,
  *   stop and remove go through it too.
  * - A container with spec edits has them in the spec runc reads: on cgroup
