@@ -144,14 +144,28 @@ run_vm_in_place() {
     SUMMARY_ARGS+=(--skipped "vm@$node=not started: the VM of vm@$vm, whose engine it switches, is not up (see vm@$vm)")
     return 0
   fi
+  # cridock must ride through Docker's replacement: the same process after it.
+  local pid_before pid_after
+  pid_before="$(cridock_main_pid "$vm")"
   # stdout as it was, stderr shown and kept; the status is node.sh's (pipefail).
   if ! { bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" engine "$vm" "$engine" 2>&1 >&3 3>&- | tee "$switch_err" >&2; } 3>&1 </dev/null; then
     SUMMARY_ARGS+=(--failed "vm@$node=switching $vm's engine to $engine failed: \"$(last_line "$switch_err")\"")
     return 0
   fi
+  pid_after="$(cridock_main_pid "$vm")"
+  if [[ ! "$pid_before" =~ ^[1-9][0-9]*$ || "$pid_after" != "$pid_before" ]]; then
+    SUMMARY_ARGS+=(--failed "vm@$node=cridock.service did not ride through Docker's replacement by $engine (main pid $pid_before before, $pid_after after)")
+  else
+    echo "# cridock (pid $pid_after) rode through Docker's replacement by $engine"
+  fi
   SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$vm" CRIDOCK_VM_DEB="$VM_LIVE_DEB" CRIDOCK_VM_PACKAGE_CYCLE_DONE="vm@$vm")
   run_tap_files "vm@$node" "$files" --jobs=1 --timeout=3600 --disable-coverage
   SUITE_ENV=()
+}
+
+# cridock_main_pid VM: cridock.service's main pid in the guest (0 when it runs none).
+cridock_main_pid() {
+  bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" ssh "$1" "systemctl show -p MainPID --value cridock.service" </dev/null 2>/dev/null || echo "?"
 }
 
 # stop_live_vm: powers off the VM kept up for in-place steps, if any.

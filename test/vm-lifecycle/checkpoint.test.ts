@@ -163,7 +163,7 @@ if (skip) {
     since = Date.now();
     const config = hadConfig && original.stdout.trim() ? (JSON.parse(original.stdout) as Record<string, unknown>) : {};
     await vm.run(`mkdir -p /etc/docker && cat >${DAEMON_JSON}`, { input: JSON.stringify({ ...config, experimental: true }, null, 2) });
-    // cridock.service Requires docker.service: systemd restarts it too.
+    // cridock rides through Docker's restart (it only wants docker.service); started in case it was not running.
     await vm.run("systemctl restart docker && systemctl start cridock.socket cridock.service", { timeoutMs: 600_000 });
     t.equal((await vm.run("docker info --format '{{.ExperimentalBuild}}'", { timeoutMs: 300_000 })).trim(), "true", "dockerd runs in experimental mode");
     t.comment(`docker restarted in ${seconds(since)}`);
