@@ -108,8 +108,7 @@ run_vm_node() {
   local node="$1" files="$2" boot_status=0 deb="" boot_err="$RESULTS_DIR/vm-$1-boot.err" why=""
   echo "# ---- vm@$node (the cgroup v2 node: ${node_env[*]})"
   env "${node_env[@]}" bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" image >/dev/null
-  # stdout as it was, stderr through tee; the pipeline's status is node.sh's (pipefail).
-  { env "${node_env[@]}" bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" start "$node" 2>&1 >&3 3>&- | tee "$boot_err" >&2; } 3>&1 </dev/null &
+  stderr_kept "$boot_err" env "${node_env[@]}" bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" start "$node" </dev/null &
   local boot_pid=$!
   build_deb && deb="$BUILT_DEB"
   bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh" >/dev/null
@@ -121,7 +120,6 @@ run_vm_node() {
     return 0
   fi
   VM_LIVE="$node"
-  VM_LIVE_DEB="$deb"
   SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$node" CRIDOCK_VM_DEB="$deb")
   # Emulated CPU: a file takes minutes (the install, kubelet's first pod).
   # The pods file, beside all of the host's suites, took 2400 s (52543da:
@@ -147,8 +145,7 @@ run_vm_in_place() {
   # cridock must ride through Docker's replacement: the same process after it.
   local pid_before pid_after
   pid_before="$(cridock_main_pid "$vm")"
-  # stdout as it was, stderr shown and kept; the status is node.sh's (pipefail).
-  if ! { bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" engine "$vm" "$engine" 2>&1 >&3 3>&- | tee "$switch_err" >&2; } 3>&1 </dev/null; then
+  if ! stderr_kept "$switch_err" bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" engine "$vm" "$engine" </dev/null; then
     SUMMARY_ARGS+=(--failed "vm@$node=switching $vm's engine to $engine failed: \"$(last_line "$switch_err")\"")
     return 0
   fi
@@ -158,9 +155,19 @@ run_vm_in_place() {
   else
     echo "# cridock (pid $pid_after) rode through Docker's replacement by $engine"
   fi
-  SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$vm" CRIDOCK_VM_DEB="$VM_LIVE_DEB" CRIDOCK_VM_PACKAGE_CYCLE_DONE="vm@$vm")
+  # The .deb the step that booted the VM built (build_deb keeps it) and installed.
+  SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$vm" CRIDOCK_VM_DEB="$BUILT_DEB" CRIDOCK_VM_PACKAGE_CYCLE_DONE="vm@$vm")
   run_tap_files "vm@$node" "$files" --jobs=1 --timeout=3600 --disable-coverage
   SUITE_ENV=()
+}
+
+# stderr_kept FILE COMMAND...: COMMAND with its stdout as it was and its
+# stderr shown and also kept in FILE (for last_line); the status is
+# COMMAND's (pipefail).
+stderr_kept() {
+  local file="$1"
+  shift
+  { "$@" 2>&1 >&3 3>&- | tee "$file" >&2; } 3>&1
 }
 
 # cridock_main_pid VM: cridock.service's main pid in the guest (0 when it runs none).
