@@ -72,6 +72,8 @@ export interface PodStatsView {
 }
 
 interface ProcessInfo {
+  /** The cridock type of the container (sandbox or container): each list forgets only its own. */
+  type: string;
   state: string;
   pid: number;
   /** HostConfig.CgroupParent: for a sandbox, the pod's cgroup kubelet made ("" when none). */
@@ -113,7 +115,7 @@ export class StatsService {
       return matchesSelector(fromDockerLabels(labels, false).labels, filter.labelSelector);
     });
     const views = await Promise.all(wanted.map((c) => this.containerView(c)));
-    if (!filter.id && !filter.podSandboxId && !filter.labelSelector) this.forgetMissing(all);
+    if (!filter.id && !filter.podSandboxId && !filter.labelSelector) this.forgetMissing(TYPE_CONTAINER, all);
     return views;
   }
 
@@ -132,7 +134,9 @@ export class StatsService {
         (!filter.id || s.Id.startsWith(filter.id)) &&
         matchesSelector(fromDockerLabels(s.Labels, true).labels, filter.labelSelector),
     );
-    return Promise.all(wanted.map((s) => this.podView(s, containers)));
+    const views = await Promise.all(wanted.map((s) => this.podView(s, containers)));
+    if (!filter.id && !filter.labelSelector) this.forgetMissing(TYPE_SANDBOX, sandboxes);
+    return views;
   }
 
   private list(type: typeof TYPE_CONTAINER | typeof TYPE_SANDBOX): Promise<ContainerSummary[]> {
@@ -204,6 +208,7 @@ export class StatsService {
       const pid = inspect.State.Running ? inspect.State.Pid : 0;
       const upperDir = inspect.GraphDriver?.Data?.UpperDir || (await processUpperDir(pid)) || cached?.upperDir;
       const info: ProcessInfo = {
+        type: summary.Labels?.[TYPE_LABEL] ?? "",
         state: summary.State,
         pid,
         cgroupParent: inspect.HostConfig?.CgroupParent ?? "",
@@ -220,15 +225,23 @@ export class StatsService {
       return info;
     } catch (err) {
       this.log.debug({ err, container: summary.Id }, "container vanished while collecting stats");
-      return { state: summary.State, pid: 0, cgroupParent: "", upperDir: undefined, startedAt: 0n };
+      return { type: summary.Labels?.[TYPE_LABEL] ?? "", state: summary.State, pid: 0, cgroupParent: "", upperDir: undefined, startedAt: 0n };
     }
   }
 
-  private forgetMissing(present: ContainerSummary[]): void {
+  /**
+   * Forgets what was kept of the containers of `type` that an unfiltered
+   * list no longer shows. Only of that type: the container list does not
+   * show sandboxes, and forgetting their pause containers there made every
+   * pod's next stats inspect its pause container again and lose its CPU
+   * sample, so the pod had no CPU usage in the next ListPodSandboxStats.
+   */
+  private forgetMissing(type: string, present: ContainerSummary[]): void {
     const ids = new Set(present.map((c) => c.Id));
-    for (const id of this.processes.keys()) if (!ids.has(id)) this.processes.delete(id);
+    for (const [id, info] of this.processes) if (info.type === type && !ids.has(id)) this.processes.delete(id);
+    const kept = new Set(this.processes.keys());
     const dirs = new Set([...this.processes.values()].map((p) => p.upperDir).filter((d): d is string => !!d));
-    this.collector.retain(ids, dirs);
+    this.collector.retain(kept, dirs);
   }
 
   /**

@@ -56,7 +56,8 @@ export function cpuRate(previous: CpuPoint | undefined, current: CpuPoint): bigi
 }
 
 export class StatsCollector {
-  private readonly lastCpu = new Map<string, CpuPoint>();
+  /** Per container: the last point a rate was taken at, and that rate. */
+  private readonly lastCpu = new Map<string, { point: CpuPoint; rate: bigint | undefined }>();
 
   constructor(
     private readonly cgroups = new CgroupReader(),
@@ -73,10 +74,14 @@ export class StatsCollector {
     if (cgroup) {
       const point = { pid: target.pid, usage: cgroup.cpuUsageNanos, at: timestamp };
       const previous = this.lastCpu.get(target.id);
-      usageNanoCores = cpuRate(previous, point);
-      // Keep the older point until the interval is long enough for a rate.
-      if (!previous || previous.pid !== point.pid || point.at - previous.at >= MIN_RATE_INTERVAL_NS) {
-        this.lastCpu.set(target.id, point);
+      if (!previous || previous.point.pid !== point.pid || point.at - previous.point.at >= MIN_RATE_INTERVAL_NS) {
+        usageNanoCores = cpuRate(previous?.point, point);
+        this.lastCpu.set(target.id, { point, rate: usageNanoCores });
+      } else {
+        // Asked again right after (kubelet's ListContainerStats, then its
+        // ListPodSandboxStats): the rate of the window that just ended,
+        // rather than none, which left the pod without a CPU rate.
+        usageNanoCores = previous.rate;
       }
     }
     return { timestamp, cgroup, usageNanoCores, writableLayer };

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { createHook } from "node:async_hooks";
 import { CgroupReader, parseKeyValues, parseProcCgroup } from "../../src/stats/cgroups.ts";
 import { parseNetDev, readNetDev } from "../../src/stats/netdev.ts";
-import { cpuRate } from "../../src/stats/collector.ts";
+import { cpuRate, StatsCollector } from "../../src/stats/collector.ts";
 import { sumSamples } from "../../src/runtime/stats.ts";
 import { toContainerStats, toPodSandboxStats } from "../../src/cri/stats-rpcs.ts";
 
@@ -93,6 +93,19 @@ t.test("CPU rate needs two samples of the same process far enough apart", async 
   t.equal(cpuRate(a, { pid: 2, usage: 1_500_000_000n, at: 11_000_000_000n }), undefined, "restarted process");
   t.equal(cpuRate(a, { pid: 1, usage: 1_000_100_000n, at: 10_010_000_000n }), undefined, "10 ms apart is too short");
   t.equal(cpuRate(a, { pid: 1, usage: 10n, at: 11_000_000_000n }), undefined, "counter went backwards");
+});
+
+t.test("a container's stats asked twice in a row keep their CPU rate (kubelet's container stats, then its pod stats)", async (t) => {
+  let usage = 1_000_000_000n;
+  const cgroups = { sample: async () => ({ cpuUsageNanos: (usage += 50_000_000n) }) } as unknown as CgroupReader;
+  const collector = new StatsCollector(cgroups);
+  const target = { id: "c1", pid: 42 };
+  t.equal((await collector.container(target)).usageNanoCores, undefined, "the first sample has no rate");
+  await new Promise((r) => setTimeout(r, 150));
+  const rate = (await collector.container(target)).usageNanoCores;
+  t.ok(rate !== undefined && rate > 0n, `150 ms later: a rate (${rate})`);
+  t.equal((await collector.container(target)).usageNanoCores, rate, "asked again at once: the same rate, not none");
+  t.equal((await collector.container({ id: "c1", pid: 43 })).usageNanoCores, undefined, "a new process starts over");
 });
 
 t.test("/proc/<pid>/net/dev leaves out loopback", async (t) => {

@@ -126,3 +126,69 @@ t.test("ContainerStatus of an unchanged container asks dockerd nothing; every ch
   }
   t.equal(state, 2, "a kill by another Docker client is seen (its die event drops the kept inspect)");
 });
+
+// What kubelet asks of a quiet node: the PLEG's relist every second, the pod
+// and container status of its syncs, the stats of its Summary API and
+// eviction manager, the runtime's status and version, the image
+// filesystem. A node of 110 pods makes these calls all day; answered from
+// the list snapshot, the inspect cache, the cached info and the cgroup
+// files, they cost dockerd nothing (issue 41's steady CPU relies on it;
+// until this test, each ListContainerStats made the stats forget every
+// pause container, and the next pod stats inspected each again). The
+// one request allowed is the list snapshot's refetch when it is 10 s old,
+// the safety net against a missed event (list-cache.ts).
+t.test("kubelet's steady calls ask dockerd nothing but the list snapshot's 10 s refetch", async (t) => {
+  const { counter, client, config, pod } = await countedPod(t, "quiet");
+  const { containerId } = await client.call("CreateContainer", {
+    podSandboxId: pod,
+    config: { metadata: { name: "app" }, image: { image: BUSYBOX_IMAGE }, command: ["sleep", "600"], logPath: "app.log", linux: {} },
+    sandboxConfig: config,
+  });
+  await client.call("StartContainer", { containerId });
+  const calls: [string, object, "image"?][] = [
+    ["ListPodSandbox", {}],
+    ["ListContainers", {}],
+    ["PodSandboxStatus", { podSandboxId: pod }],
+    ["ContainerStatus", { containerId }],
+    ["ListContainerStats", {}],
+    ["ListPodSandboxStats", {}],
+    ["PodSandboxStats", { podSandboxId: pod }],
+    ["ContainerStats", { containerId }],
+    ["Status", {}],
+    ["Version", {}],
+    ["ImageFsInfo", {}, "image"],
+  ];
+  // Whether each ListPodSandboxStats gave the pod a CPU rate (it needs the pause container's previous sample).
+  const cpuRates: boolean[] = [];
+  const round = async () => {
+    const before = counter.requests().length;
+    for (const [method, request, service] of calls) {
+      const answer = await (service === "image" ? client.imageCall(method, request) : client.call(method, request));
+      if (method === "ListPodSandboxStats") {
+        const mine = (answer as { stats: { attributes: { id: string }; linux?: { cpu?: { usageNanoCores?: unknown } } }[] }).stats.find((s) => s.attributes.id === pod);
+        cpuRates.push(mine?.linux?.cpu?.usageNanoCores != null);
+      }
+    }
+    return counter.requests().slice(before);
+  };
+  // The start's own events drop the snapshot and kept inspects; the first stats calls inspect once per container.
+  let settled = false;
+  for (let i = 0; i < 50 && !settled; i++) {
+    settled = (await round()).length === 0;
+    if (!settled) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  t.ok(settled, "within 5 s of the start a whole round of kubelet's calls asks dockerd nothing");
+
+  const started = Date.now();
+  cpuRates.length = 0;
+  const asked: DockerRequest[] = [];
+  for (let i = 0; i < 12; i++) {
+    asked.push(...(await round()));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  const seconds = (Date.now() - started) / 1000;
+  const other = asked.filter((q) => !(q.method === "GET" && q.path === "/containers/json"));
+  t.same(other.map((q) => `${q.method} ${q.path}`), [], `${calls.length} kinds of call each second for ${seconds.toFixed(0)} s: no request but lists`);
+  t.ok(lists(asked) <= Math.ceil(seconds / 10), `lists: ${lists(asked)}, at most one per 10 s of snapshot age`);
+  t.same(cpuRates, cpuRates.map(() => true), "every ListPodSandboxStats gave the pod its CPU rate, though ListContainerStats ran in between");
+});
