@@ -49,6 +49,7 @@ import { UsernsSupportProbe } from "./oci/userns-support.ts";
 import { sweepRootfs } from "./oci/idmapped-rootfs.ts";
 import { isNotFound } from "./docker/errors.ts";
 import { SpecEditsStore } from "./oci/edits-store.ts";
+import { StepTimer } from "./steps.ts";
 import { decideOomScorePolicy, readOomScoreFacts, type OomScorePolicy } from "./runtime/container/oom-score.ts";
 
 /** Spec edits older than this were left by a start that never returned. */
@@ -65,6 +66,11 @@ export interface Cridock {
 }
 
 export async function startCridock(config: Config, log: Logger): Promise<Cridock> {
+  // Where a start's time goes, logged once serving: on a slow or loaded node
+  // the start can take seconds, and kubelet and crictl wait for it.
+  const startup = new StepTimer("start");
+  // The process's own start and the module graph's load, before this function ran.
+  startup.record("modules", performance.now());
   // Before anything else: a live instance on this socket owns the root
   // directory, its sandboxes and their networks; recovery, a streaming
   // server or log writers started here would act on its state.
@@ -81,7 +87,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   });
   docker.watchContainerEvents();
   const podCidrs = new PodCidrStore(config.rootDirectory);
-  const network: PodNetwork = await startPodNetwork(config, log, await podCidrs.load(), metrics.onCniOperation);
+  const network: PodNetwork = await startup.time("network", async () => startPodNetwork(config, log, await podCidrs.load(), metrics.onCniOperation));
   const oomScore = await oomScorePolicy(config, log);
   // What Docker's API cannot carry goes into the OCI spec through cridock's runtime layer, where dockerd has it.
   const ociLayer = new OciLayerLookup(
@@ -107,8 +113,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const sandboxStore = new CheckpointStore<SandboxRecord>(join(config.rootDirectory, "sandbox"));
   const imageFiles = new DockerImageFiles(docker, log);
   // Scratch containers (image-files.ts) live for one create call; a crash may have left one.
-  await imageFiles
-    .removeLeftovers()
+  await startup.time("scratch.sweep", () => imageFiles.removeLeftovers())
     .then((n) => n > 0 && log.info({ removed: n }, "removed scratch containers left by an earlier run"))
     .catch((err) => log.warn({ err }, "could not remove leftover scratch containers"));
   const sandboxes = new SandboxManager({
@@ -131,7 +136,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const boots = new BootStore(config.rootDirectory);
   const [recordedBootId, bootId] = await Promise.all([boots.load(), currentBootId()]);
   const rebooted = bootedSince(recordedBootId, bootId);
-  await recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log, rebooted });
+  await startup.time("recovery", () => recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log, rebooted }));
   // Only once recovery is through: a start that fails before this stops the old boot's sandboxes again.
   // Written when the boot changed only: the same boot's restarts need no fsynced write.
   if (bootId && bootId !== recordedBootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
@@ -168,9 +173,11 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     userns: () => userns.current(),
   });
   // Log writers of containers that ran on while cridock was down pick up where they stopped.
-  await containers.resumeLogs().catch((err) => log.error({ err }, "could not resume container log writers"));
+  await startup.time("logs.resume", () => containers.resumeLogs()).catch((err) => log.error({ err }, "could not resume container log writers"));
   // Pods cri-dockerd left running become cridock's (checkpoint, netns handle, IPs, CRI logs).
-  await adoptCriDockerdSandboxes({ docker, sandboxes, network, logs: logFollowers, criDockerdRoot: config.criDockerdRootDirectory, log });
+  await startup.time("adopt", () =>
+    adoptCriDockerdSandboxes({ docker, sandboxes, network, logs: logFollowers, criDockerdRoot: config.criDockerdRootDirectory, log }),
+  );
 
   const containerStatuses = async (sandboxId: string): Promise<ContainerInfo[]> => {
     const listed = await containers.list({ id: "", sandboxId, labelSelector: {} });
@@ -198,7 +205,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     commands: exec,
     portForwards: portForwarder,
   });
-  await streaming.start();
+  await startup.time("streaming", () => streaming.start());
 
   const server = new CriServer({
     socketPath: config.listenSocket,
@@ -222,8 +229,12 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     ),
     imageHandlers: metrics.handlers("ImageService", imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() })),
   });
-  await metrics.start(() => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })));
-  await server.start();
+  await metrics.start({
+    objectCounts: () => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })),
+    held: () => ({ logFollowers: logFollowers.counts(), dockerConnections: docker.connectionCounts() }),
+  });
+  await startup.time("serve", () => server.start());
+  startup.finish(log, {}, "info");
   // Started: what runs hot from now on is worth optimizing (startup-tiering.ts), and the
   // young generation grows no further than the start grew it (young-generation.ts).
   resumeOptimizingCompiler();

@@ -71,11 +71,14 @@ export class StepTimer {
     return summary;
   }
 
-  /** Logs the steps at debug level (when enabled) and reports the total to the sinks. */
-  finish(log: Logger, fields: Record<string, unknown> = {}): void {
+  /**
+   * Logs the steps (at debug level unless told otherwise; not at all when
+   * the level is off) and reports the total to the sinks.
+   */
+  finish(log: Logger, fields: Record<string, unknown> = {}, level: "debug" | "info" = "debug"): void {
     const total = performance.now() - this.started;
     for (const sink of sinks) sink(this.operation, "total", total);
-    if (log.isLevelEnabled("debug")) log.debug({ ...fields, ...this.summary() }, `${this.operation} steps`);
+    if (log.isLevelEnabled(level)) log[level]({ ...fields, ...this.summary() }, `${this.operation} steps`);
   }
 }
 

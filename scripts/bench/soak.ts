@@ -1,13 +1,22 @@
 /**
  * Soak benchmark (not a CI test): many pod cycles through one cridock —
  * RunPodSandbox, a container that logs, StartContainer, ExecSync, a read of
- * its CRI log, ReopenContainerLog, stop and remove — sampling cridock's RSS
- * and open fds every 50 cycles. Prints the samples, the RSS slope after
- * warm-up (from cycle 100) and the fd count against the idle count at the
- * start. Goal: RSS ends within 20 MB of its level at cycle 100, and fds
- * return to the idle count.
+ * its CRI log, ReopenContainerLog, stop and remove — sampling every 50
+ * cycles what cridock holds: its RSS and open fds, and from its /metrics the
+ * log followers, the connections to dockerd and Node's active timers.
+ * Prints the samples, the RSS slope after warm-up (from cycle 100), and
+ * each count idle before the run against idle after it.
+ *
+ * Goal (exit 1 otherwise): RSS ends within 20 MB of its level at cycle 100;
+ * fds, log followers and Docker connections return to their idle counts;
+ * timers to theirs within 2 (a periodic timer may be between two runs).
  *
  * Usage: tsx scripts/bench/soak.ts [--cycles 1000] [--parallel 3] [--snapshots]
+ *                                  [--per-hour 1000 --minutes 60]
+ *   --per-hour   paces the cycles' starts at this rate, as pod churn on a
+ *                node comes (issue 41's churn: 1,000 pods an hour for an
+ *                hour); without it cycles run back to back
+ *   --minutes    with --per-hour: run this long (sets --cycles)
  *   --snapshots  writes heap snapshots of cridock at cycle 100 and at the
  *                end (Node's --heapsnapshot-signal; files land in the repo
  *                root as Heap.*.heapsnapshot) to see what holds memory.
@@ -20,20 +29,40 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
 import { BUSYBOX_IMAGE, CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
+import { freePort, scrape, sum, value } from "../../test/helpers/metrics-scrape.ts";
 
 const { values } = parseArgs({
-  options: { cycles: { type: "string", default: "1000" }, parallel: { type: "string", default: "3" }, snapshots: { type: "boolean", default: false } },
+  options: {
+    cycles: { type: "string", default: "1000" },
+    parallel: { type: "string", default: "3" },
+    snapshots: { type: "boolean", default: false },
+    "per-hour": { type: "string" },
+    minutes: { type: "string" },
+  },
 });
-const cycles = Number(values.cycles);
-const parallel = Number(values.parallel);
+const positive = (flag: string, text: string): number => {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${flag} must be a positive number, not ${JSON.stringify(text)}`);
+  return n;
+};
+const perHour = values["per-hour"] === undefined ? undefined : positive("per-hour", values["per-hour"]);
+if (values.minutes !== undefined && perHour === undefined) throw new Error("--minutes needs --per-hour");
+const cycles = perHour !== undefined && values.minutes !== undefined ? Math.round((perHour * positive("minutes", values.minutes)) / 60) : positive("cycles", values.cycles);
+const parallel = positive("parallel", values.parallel);
+/** Between two cycles' starts when paced; 0 runs them back to back. */
+const intervalMs = perHour === undefined ? 0 : 3_600_000 / perHour;
+/** Timers may differ by this many between idle before and after (a periodic one may be between two runs). */
+const TIMER_SLACK = 2;
 const SAMPLE_EVERY = 50;
 const WARM_UP = 100;
 const dockerEndpoint = process.env.CRIDOCK_TEST_DOCKER_ENDPOINT ?? "unix:///var/run/docker.sock";
 
 const cni = await makeCniConfDir({ bridge: "cridock-soak0", subnet: "10.95.0.0/24", networkName: "cridock-soak" });
 const scratch = await mkdtemp(join(tmpdir(), "cridock-soak-"));
+const metricsPort = await freePort();
 const cridock = await startCridockProcess({
   flags: [
+    `--metrics-bind-addr=127.0.0.1:${metricsPort}`,
     `--docker-endpoint=${dockerEndpoint}`,
     `--pod-infra-container-image=${PAUSE_IMAGE}`,
     "--network-plugin=cni",
@@ -47,10 +76,41 @@ const cridock = await startCridockProcess({
 const client = cridock.client;
 const pid = cridock.child.pid!;
 
-async function sample(): Promise<{ rssMb: number; fds: number }> {
+interface Sample {
+  rssMb: number;
+  fds: number;
+  /** Log followers held, copying or done (cridock_log_followers). */
+  followers: number;
+  /** Connections to dockerd in both pools (cridock_docker_connections). */
+  dockerConnections: number;
+  /** Node's active Timeout resources (prom-client's cridock_nodejs_active_resources). */
+  timers: number;
+}
+
+async function sample(): Promise<Sample> {
   const status = await readFile(`/proc/${pid}/status`, "utf8");
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
-  return { rssMb: rssKb / 1024, fds: (await readdir(`/proc/${pid}/fd`)).length };
+  const metrics = await scrape(metricsPort);
+  return {
+    rssMb: rssKb / 1024,
+    fds: (await readdir(`/proc/${pid}/fd`)).length,
+    followers: sum(metrics, "cridock_log_followers"),
+    dockerConnections: sum(metrics, "cridock_docker_connections"),
+    timers: value(metrics, 'cridock_nodejs_active_resources{type="Timeout"}'),
+  };
+}
+
+const describe = (s: Sample) =>
+  `rss ${s.rssMb.toFixed(1)} MB, fds ${s.fds}, log followers ${s.followers}, docker connections ${s.dockerConnections}, timers ${s.timers}`;
+
+/** What is held idle after the run beyond what was held idle before it; empty when nothing is. */
+function held(idle: Sample, end: Sample): string[] {
+  const grown: string[] = [];
+  if (end.fds > idle.fds) grown.push(`fds ${idle.fds}→${end.fds}`);
+  if (end.followers > idle.followers) grown.push(`log followers ${idle.followers}→${end.followers}`);
+  if (end.dockerConnections > idle.dockerConnections) grown.push(`docker connections ${idle.dockerConnections}→${end.dockerConnections}`);
+  if (end.timers > idle.timers + TIMER_SLACK) grown.push(`timers ${idle.timers}→${end.timers}`);
+  return grown;
 }
 
 /** Open fds by kind (socket, pipe, anon_inode:…, or the file), to say what an extra fd is. */
@@ -116,14 +176,15 @@ function slope(points: [number, number][]): number {
   return den === 0 ? 0 : num / den;
 }
 
-const samples: { cycle: number; rssMb: number; fds: number }[] = [];
+const samples: (Sample & { cycle: number })[] = [];
 let exitCode = 0;
 try {
   await client.imageCall("PullImage", { image: { image: BUSYBOX_IMAGE } });
   await new Promise((r) => setTimeout(r, 1000));
   const idle = await sample();
   const idleKinds = await fdKinds();
-  console.log(`idle: rss ${idle.rssMb.toFixed(1)} MB, fds ${idle.fds}`);
+  console.log(`idle: ${describe(idle)}`);
+  console.log(perHour === undefined ? `${cycles} cycles, ${parallel} at a time` : `${cycles} cycles at ${perHour} an hour (one every ${(intervalMs / 1000).toFixed(1)} s), up to ${parallel} at a time`);
   const started = Date.now();
   let next = 0;
   let done = 0;
@@ -131,21 +192,25 @@ try {
   const worker = async () => {
     while (next < cycles) {
       const i = next++;
+      const wait = started + i * intervalMs - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       await cycle(i);
       done++;
       if (done >= nextSample) {
         nextSample += SAMPLE_EVERY;
         const s = await sample();
         samples.push({ cycle: done, ...s });
-        console.log(`cycle ${String(done).padStart(5)}: rss ${s.rssMb.toFixed(1)} MB, fds ${s.fds}, ${((Date.now() - started) / done).toFixed(0)} ms/cycle`);
+        console.log(`cycle ${String(done).padStart(5)}: ${describe(s)}, ${((Date.now() - started) / done).toFixed(0)} ms/cycle`);
         if (done === WARM_UP) await snapshot("cycle-100");
       }
     }
   };
   await Promise.all(Array.from({ length: parallel }, worker));
-  // Idle again: keep-alive connections to dockerd close after a few seconds of disuse.
+  const tookS = (Date.now() - started) / 1000;
+  console.log(`${done} cycles in ${(tookS / 60).toFixed(1)} min (${((done * 3600) / tookS).toFixed(0)} an hour)`);
+  // Idle again: keep-alive connections to dockerd close after 30 s of disuse (client.ts).
   let end = await sample();
-  for (let i = 0; i < 30 && end.fds > idle.fds; i++) {
+  for (let i = 0; i < 45 && held(idle, end).length > 0; i++) {
     await new Promise((r) => setTimeout(r, 1000));
     end = await sample();
   }
@@ -157,11 +222,14 @@ try {
   const signed = (x: number) => (x >= 0 ? "+" : "") + x.toFixed(1);
   console.log(`cycles ${done}; RSS at cycle ${after[0]?.cycle ?? done}: ${at100.toFixed(1)} MB, at the last cycle ${last.toFixed(1)} MB (${signed(last - at100)} MB), idle after the run ${end.rssMb.toFixed(1)} MB (${signed(end.rssMb - at100)} MB)`);
   console.log(`RSS slope from cycle ${WARM_UP} to the end of the run: ${perHundred.toFixed(2)} MB per 100 cycles`);
-  console.log(`fds: idle at start ${idle.fds}, idle at the end ${end.fds}`);
+  console.log(`idle before: ${describe(idle)}`);
+  console.log(`idle after:  ${describe(end)}`);
   const endKinds = await fdKinds();
   const extra = [...endKinds].filter(([k, n]) => n !== (idleKinds.get(k) ?? 0)).map(([k, n]) => `${k} ${idleKinds.get(k) ?? 0}→${n}`);
   if (extra.length > 0) console.log(`fds that differ from idle: ${extra.join(", ")}`);
-  if (Math.max(last, end.rssMb) - at100 > 20 || end.fds > idle.fds) exitCode = 1;
+  const grown = held(idle, end);
+  if (grown.length > 0) console.log(`held after the run beyond idle: ${grown.join(", ")}`);
+  if (Math.max(last, end.rssMb) - at100 > 20 || grown.length > 0) exitCode = 1;
 } catch (err) {
   console.error(err);
   exitCode = 2;

@@ -145,6 +145,16 @@ export class DockerClient {
     return chosen;
   }
 
+  /**
+   * Connections open to dockerd now: `quick` in the bounded pool, `long` in
+   * the pool of long-held requests. Hijacked exec and attach streams have
+   * left the pool and are not counted. For metrics: under pod churn both
+   * return to their idle level once keep-alive closes what is unused.
+   */
+  connectionCounts(): { quick: number; long: number } {
+    return { quick: this.pool.stats.connected, long: this.longPool.stats.connected };
+  }
+
   async close(): Promise<void> {
     this.events.stop();
     await Promise.all([this.pool.close(), this.longPool.close()]);

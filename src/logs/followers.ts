@@ -72,6 +72,16 @@ export class LogFollowers {
     await follower.file.close();
   }
 
+  /**
+   * Followers held: `copying` a running container's output, `done` with an
+   * exited one's and kept until the container is removed (for metrics).
+   */
+  counts(): { copying: number; done: number } {
+    let done = 0;
+    for (const follower of this.followers.values()) if (follower.done) done++;
+    return { copying: this.followers.size - done, done };
+  }
+
   /** Whether a follower is still copying this container's output. */
   isFollowing(containerId: string): boolean {
     const follower = this.followers.get(containerId);

@@ -28,11 +28,24 @@ export interface LogTotals {
   lostBytes: number;
 }
 
+/**
+ * What the process holds per container or per request, read at scrape time:
+ * each returns to its idle level when pods come and go (scripts/bench/soak.ts
+ * --per-hour checks it under churn).
+ */
+export interface HeldResources {
+  /** Log followers by state: `copying` a running container's output, `done` and kept until its removal. */
+  logFollowers: { copying: number; done: number };
+  /** Open connections to dockerd by pool (hijacked exec/attach streams not counted). */
+  dockerConnections: { quick: number; long: number };
+}
+
 export interface MetricsSources {
   /** Sandboxes and containers by CRI state, read at scrape time. */
   objectCounts?: () => Promise<ObjectCounts>;
   /** Monotonic totals kept by the log writers. */
   logTotals?: () => LogTotals;
+  held?: () => HeldResources;
 }
 
 export class CridockMetrics implements RpcObserver {
@@ -126,6 +139,32 @@ export class CridockMetrics implements RpcObserver {
       "container_log_lost_bytes_total",
       "Bytes of container output known to be lost to Docker's log rotation (a lower bound: whole files rotated away unseen have no known size)",
       "lostBytes",
+    );
+    // Gauges of what the process holds, one series per state or pool.
+    const heldGauge = (name: string, help: string, labelName: string, read: (held: HeldResources) => Record<string, number>) =>
+      new client.Gauge({
+        name: `${PREFIX}${name}`,
+        help,
+        labelNames: [labelName],
+        registers,
+        collect() {
+          const held = sources().held?.();
+          if (!held) return;
+          this.reset();
+          for (const [label, n] of Object.entries(read(held))) this.set({ [labelName]: label }, n);
+        },
+      });
+    heldGauge(
+      "log_followers",
+      "Containers whose output cridock copies into CRI logs (copying), or has copied and keeps until the container is removed (done)",
+      "state",
+      (held) => held.logFollowers,
+    );
+    heldGauge(
+      "docker_connections",
+      "Open connections to dockerd, by pool: quick requests, and long-held ones (log follows, events, waits, pulls); hijacked exec/attach streams not counted",
+      "pool",
+      (held) => held.dockerConnections,
     );
     if (options.processMetrics ?? true) client.collectDefaultMetrics({ register: this.registry, prefix: PREFIX });
   }

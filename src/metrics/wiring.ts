@@ -1,7 +1,7 @@
 /** What metrics give the components main() builds (see setup.ts), served or not. */
 import type { HandlerTable } from "../cri/handlers.ts";
 import type { DockerRequestObserver } from "../docker/observer.ts";
-import type { CridockMetrics, ObjectCounts } from "./registry.ts";
+import type { CridockMetrics, HeldResources, ObjectCounts } from "./registry.ts";
 
 export interface MetricsWiring {
   dockerObserver?: DockerRequestObserver;
@@ -9,8 +9,14 @@ export interface MetricsWiring {
   onCniOperation?: CridockMetrics["cniOperation"];
   handlers(service: "RuntimeService" | "ImageService", table: HandlerTable): HandlerTable;
   /** Starts serving /metrics once the objects can be counted. */
-  start(objectCounts: () => Promise<ObjectCounts>): Promise<void>;
+  start(sources: ScrapeSources): Promise<void>;
   stop(): Promise<void>;
   /** The bound address, when serving. */
   address(): { host: string; port: number } | undefined;
+}
+
+/** What main() hands to the scrape once its components exist. */
+export interface ScrapeSources {
+  objectCounts: () => Promise<ObjectCounts>;
+  held: () => HeldResources;
 }

@@ -83,3 +83,18 @@ t.test("finish logs one debug line the benchmarks can read back, and nothing abo
   c.finish(createLogger("info", info.stream));
   t.equal(info.text(), "", "nothing is logged at info level");
 });
+
+t.test("finish at info level: cridock's start logs its steps where an operator's info level shows them", async (t) => {
+  const info = capture();
+  const start = new StepTimer("start");
+  start.record("modules", 120);
+  await start.time("recovery", async () => undefined);
+  start.finish(createLogger("info", info.stream), {}, "info");
+  const lines = stepLines(info.text());
+  t.equal(lines.length, 1, "one line");
+  t.equal(lines[0]!.operation, "start");
+  t.equal(lines[0]!.steps.modules, 120, "the step recorded before the timer's own start is kept");
+  const quiet = capture();
+  new StepTimer("start").finish(createLogger("warn", quiet.stream), {}, "info");
+  t.equal(quiet.text(), "", "nothing at warn level");
+});

@@ -514,6 +514,15 @@ if (!existsSync(KUBELET)) {
       t.comment(`restart at ${new Date(r.stoppingAt).toISOString()}: stop ${r.stopMs} ms, down ${r.downMs} ms, start to ready ${r.startMs} ms; window ${r.windowMs} ms`);
     }
     t.equal(restarts.length, 2, "systemd restarted cridock.service once per install", { journal: restarts.length === 2 ? undefined : journal });
+    // Where each start's time went, as cridock logs it once serving (src/main.ts).
+    const starts = journal
+      .split("\n")
+      .filter((line) => line.includes('"msg":"start steps"'))
+      .map((line) => JSON.parse(line.slice(line.indexOf("{"))) as { totalMs: number; steps: Record<string, number> });
+    for (const s of starts) {
+      t.comment(`cridock started: ${Object.entries(s.steps).map(([step, ms]) => `${step} ${Math.round(ms)} ms`).join(", ")}; ${Math.round(s.totalMs)} ms after its modules`);
+    }
+    t.equal(starts.length, restarts.length, "each start logged where its time went");
     // A CI run beside the host's suites once saw 288 s between Stopped and
     // Starting: what the whole guest logged meanwhile goes with a failure.
     const slowStarts = restarts.filter((r) => r.downMs > 5000);

@@ -60,6 +60,9 @@ t.test("a pod lifecycle moves the counters", async (t) => {
   const gauge = (s: Map<string, number>, name: string) => value(s, name) - value(before, name);
   t.equal(gauge(during, 'cridock_pod_sandboxes{state="SANDBOX_READY"}'), 1, "one more ready sandbox");
   t.equal(gauge(during, 'cridock_containers{state="CONTAINER_RUNNING"}'), 1, "one more running container");
+  t.equal(gauge(during, 'cridock_log_followers{state="copying"}'), 1, "one more log follower copying");
+  t.ok(value(during, 'cridock_docker_connections{pool="quick"}') >= 1, "a quick connection to dockerd is open");
+  t.ok(value(during, 'cridock_docker_connections{pool="long"}') >= 1, "a long-held one too (the event stream at least)");
 
   await h.client.call("StopContainer", { containerId: id, timeout: 0n });
   await waitExited(h, id);
@@ -77,6 +80,7 @@ t.test("a pod lifecycle moves the counters", async (t) => {
   );
   t.equal(value(after, 'cridock_cni_operation_errors_total{operation="DEL"}'), 0);
   t.equal(gauge(after, 'cridock_pod_sandboxes{state="SANDBOX_READY"}'), 0, "back to where it was");
+  t.equal(gauge(after, 'cridock_log_followers{state="copying"}') + gauge(after, 'cridock_log_followers{state="done"}'), 0, "the follower is let go with its container");
   t.same(await leakedContainers(h), [], "no container left");
 });
 

@@ -88,6 +88,7 @@ t.test("Docker, CNI, pull, log and object series", async (t) => {
   metrics.setSources({
     objectCounts: () => countObjects(async () => [{ ready: true }, { ready: false }, { ready: true }], async () => [{ state: "running" }, { state: "exited" }]),
     logTotals: () => ({ bytesWritten: 1234, lostEvents: 1, lostBytes: 99 }),
+    held: () => ({ logFollowers: { copying: 3, done: 1 }, dockerConnections: { quick: 2, long: 5 } }),
   });
   const { body, contentType } = await metrics.render();
   t.match(contentType, /text\/plain/);
@@ -107,6 +108,10 @@ t.test("Docker, CNI, pull, log and object series", async (t) => {
   t.equal(sample(body, "cridock_container_log_bytes_total"), 1234);
   t.equal(sample(body, "cridock_container_log_lost_total"), 1);
   t.equal(sample(body, "cridock_container_log_lost_bytes_total"), 99);
+  t.equal(sample(body, 'cridock_log_followers{state="copying"}'), 3);
+  t.equal(sample(body, 'cridock_log_followers{state="done"}'), 1);
+  t.equal(sample(body, 'cridock_docker_connections{pool="quick"}'), 2);
+  t.equal(sample(body, 'cridock_docker_connections{pool="long"}'), 5);
   for (const line of body.split("\n").filter((l) => l.startsWith("# TYPE "))) {
     const [, , name, type] = line.split(" ");
     t.ok(name!.startsWith("cridock_"), `${name} has the prefix`);
