@@ -45,6 +45,7 @@ export interface MetricsSources {
   objectCounts?: () => Promise<ObjectCounts>;
   /** Monotonic totals kept by the log writers. */
   logTotals?: () => LogTotals;
+  /** Log followers and Docker connections, read at scrape time. */
   held?: () => HeldResources;
 }
 
@@ -102,20 +103,29 @@ export class CridockMetrics implements RpcObserver {
     this.pullDuration = histogram("image_pull_duration_seconds", "Time an image pull took, by result", ["result"], PULL_BUCKETS);
     const sources = () => this.sources;
     const counts = () => this.objectCounts();
-    // One gauge per kind of object, its series reset and refilled from one count at each scrape.
-    const stateGauge = (name: string, help: string, kind: keyof ObjectCounts) =>
+    // A gauge with one label whose series are reset and refilled at each
+    // scrape from `read` (nothing is changed when it has no answer).
+    const labelledGauge = (
+      name: string,
+      help: string,
+      labelName: string,
+      read: () => Record<string, number> | undefined | Promise<Record<string, number> | undefined>,
+    ) =>
       new client.Gauge({
         name: `${PREFIX}${name}`,
         help,
-        labelNames: ["state"] as const,
+        labelNames: [labelName],
         registers,
         async collect() {
-          const c = await counts();
-          if (!c) return;
+          const values = await read();
+          if (!values) return;
           this.reset();
-          for (const [state, n] of Object.entries(c[kind])) this.set({ state }, n);
+          for (const [label, n] of Object.entries(values)) this.set({ [labelName]: label }, n);
         },
       });
+    // One gauge per kind of object, both filled from one count at each scrape.
+    const stateGauge = (name: string, help: string, kind: keyof ObjectCounts) =>
+      labelledGauge(name, help, "state", async () => (await counts())?.[kind]);
     stateGauge("pod_sandboxes", "Pod sandboxes by CRI state (SANDBOX_READY, SANDBOX_NOTREADY)", "sandboxes");
     stateGauge("containers", "Containers by CRI state (CONTAINER_CREATED, CONTAINER_RUNNING, CONTAINER_EXITED, CONTAINER_UNKNOWN)", "containers");
     // The log writers keep plain running totals; each scrape copies one of them into its counter.
@@ -142,17 +152,9 @@ export class CridockMetrics implements RpcObserver {
     );
     // Gauges of what the process holds, one series per state or pool.
     const heldGauge = (name: string, help: string, labelName: string, read: (held: HeldResources) => Record<string, number>) =>
-      new client.Gauge({
-        name: `${PREFIX}${name}`,
-        help,
-        labelNames: [labelName],
-        registers,
-        collect() {
-          const held = sources().held?.();
-          if (!held) return;
-          this.reset();
-          for (const [label, n] of Object.entries(read(held))) this.set({ [labelName]: label }, n);
-        },
+      labelledGauge(name, help, labelName, () => {
+        const held = sources().held?.();
+        return held && read(held);
       });
     heldGauge(
       "log_followers",
