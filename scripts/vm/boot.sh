@@ -62,22 +62,22 @@ free_port() {
 }
 
 # launch NAME OVERLAY PORT SHARE: qemu in the background (start_daemon:
-# its own session, pid file, log), its session niced so that the host's own
-# work goes first: beside CI's suites, the guest's emulated CPUs take the
-# cycles the suites leave, instead of half the machine.
+# its own session, pid file, log), its session niced (vm_nice) so that the
+# host's own work goes first, yet never starves the guest.
 # The console log starts empty, but for a reboot or a boot tried again
 # (LAUNCH_KEEP_CONSOLE=1), which appends the new boot to what was before:
 # qemu's file backend opens it with append=on (its -serial file: would
 # truncate it), and boot-progress.ts notes where this boot's output begins.
 launch() {
-  local name="$1" overlay="$2" port="$3" share="$4"
+  local name="$1" overlay="$2" port="$3" share="$4" nice
+  nice="$(vm_nice)"
   local console="$ENV_LOG_DIR/vm-$name-console.log" netdev="user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" p
   for p in "${VM_HOST_PORTS[@]}"; do
     netdev+=",guestfwd=tcp:$VM_HOST_ADDR:$p-cmd:socat STDIO TCP:127.0.0.1:$p"
   done
   [[ "${LAUNCH_KEEP_CONSOLE:-0}" == 1 ]] || : >"$console"
   boot_progress_start "$name"
-  START_DAEMON_NICE=10 start_daemon "$(pid_file_name "$name")" qemu-system-x86_64 \
+  START_DAEMON_NICE="$nice" start_daemon "$(pid_file_name "$name")" qemu-system-x86_64 \
     -name "cridock-vm-$name" -machine q35 -accel "tcg,thread=$(tcg_thread)" -cpu max,la57=off -smp 2 -m "$VM_MEMORY_MB" \
     -nodefaults -display none -no-reboot \
     -kernel "$VM_IMAGE_DIR/vmlinuz" -initrd "$VM_IMAGE_DIR/initrd.img" -append "$VM_KERNEL_CMDLINE $VM_BOOT_CMDLINE" \
@@ -86,6 +86,23 @@ launch() {
     -device virtio-rng-pci \
     -virtfs "local,path=$share,mount_tag=$VM_SHARE_TAG,security_model=none,readonly=on" \
     -chardev "file,id=vmconsole,path=$console,append=on" -serial chardev:vmconsole
+}
+
+# vm_nice: the nice value of qemu's session (CRIDOCK_VM_NICE, default 3).
+# With autogroup scheduling the session is one group, weighed against the
+# test run's own session and any other: at 3 its weight is about half of
+# theirs (526 against 1024). It was 10 (110, a tenth), which let the host's
+# suites go first but starved the guest once the machine had no leftover
+# cycles: with one core kept busy by another session, the guest got about a
+# tenth of a core for a quarter of an hour, and its kubelet, dockerd and
+# systemd timed out (the loaded CI run of 4c7c340). The chain is the run's
+# longest path, so the guest needs a floor more than the suites need the
+# last tenth of the cores.
+vm_nice() {
+  local nice="${CRIDOCK_VM_NICE:-3}"
+  [[ "$nice" =~ ^-?[0-9]+$ ]] && ((nice >= -20 && nice <= 19)) ||
+    die "CRIDOCK_VM_NICE=$nice: an integer from -20 to 19 wanted"
+  echo "$nice"
 }
 
 # tcg_thread: qemu's TCG threading (CRIDOCK_VM_TCG_THREAD): multi, the

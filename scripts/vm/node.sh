@@ -50,6 +50,8 @@
 #                           (vm/engine.sh): distro (its docker.io, the
 #                           default), docker29 or docker29-containerd
 #   CRIDOCK_VM_TCG_THREAD   qemu's TCG threads: multi (the default) or single
+#   CRIDOCK_VM_NICE         the nice value of qemu's session, which is a
+#                           scheduling group of its own (default 3)
 #   CRIDOCK_VM_MIRROR       the Debian mirror the image is built from
 #                           (default: the one this host's apt uses)
 #   CRIDOCK_VM_SECURITY_MIRROR  the security suite's (default: this host's;
