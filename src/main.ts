@@ -50,10 +50,31 @@ import { sweepRootfs } from "./oci/idmapped-rootfs.ts";
 import { isNotFound } from "./docker/errors.ts";
 import { SpecEditsStore } from "./oci/edits-store.ts";
 import { StepTimer } from "./steps.ts";
+import { StartupGate } from "./cri/startup-gate.ts";
 import { decideOomScorePolicy, readOomScoreFacts, type OomScorePolicy } from "./runtime/container/oom-score.ts";
 
 /** Spec edits older than this were left by a start that never returned. */
 const STALE_EDITS_MS = 3_600_000;
+
+/**
+ * How long a start waits for its reconciliation with dockerd before serving
+ * anyway. A few seconds: clients' connections queue in the socket's backlog
+ * meanwhile, and systemd's start timeout must never be what ends the wait.
+ */
+const SERVE_BEFORE_RECONCILED_MS = 5_000;
+
+/** Whether `promise` fulfils within `ms`; its rejection within `ms` is thrown. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true as const), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** Everything main() wires together; tests build it too. */
 export interface Cridock {
@@ -62,6 +83,8 @@ export interface Cridock {
   docker: DockerClient;
   images: ImageManager;
   server: CriServer;
+  /** The start's reconciliation with Docker; serving may begin before it settles, and its failure ends the process. */
+  reconciled: Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -112,10 +135,6 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const logFollowers = new LogFollowers(docker, config.rootDirectory, log);
   const sandboxStore = new CheckpointStore<SandboxRecord>(join(config.rootDirectory, "sandbox"));
   const imageFiles = new DockerImageFiles(docker, log);
-  // Scratch containers (image-files.ts) live for one create call; a crash may have left one.
-  await startup.time("scratch.sweep", () => imageFiles.removeLeftovers())
-    .then((n) => n > 0 && log.info({ removed: n }, "removed scratch containers left by an earlier run"))
-    .catch((err) => log.warn({ err }, "could not remove leftover scratch containers"));
   const sandboxes = new SandboxManager({
     docker,
     network,
@@ -133,14 +152,6 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     containerRemoved: (id) => logFollowers.forget(id),
     userns: () => userns.current(),
   });
-  const boots = new BootStore(config.rootDirectory);
-  const [recordedBootId, bootId] = await Promise.all([boots.load(), currentBootId()]);
-  const rebooted = bootedSince(recordedBootId, bootId);
-  await startup.time("recovery", () => recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log, rebooted }));
-  // Only once recovery is through: a start that fails before this stops the old boot's sandboxes again.
-  // Written when the boot changed only: the same boot's restarts need no fsynced write.
-  if (bootId && bootId !== recordedBootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
-
   // What a start or a delete left when cridock, dockerd or containerd stopped in its middle:
   // spec edits (src/oci/edits-store.ts) and idmapped rootfs (src/oci/idmapped-rootfs.ts).
   void ociLayer.current({ quiet: true }).then(async (layer) => {
@@ -172,12 +183,32 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     ociLayer: () => ociLayer.current(),
     userns: () => userns.current(),
   });
-  // Log writers of containers that ran on while cridock was down pick up where they stopped.
-  await startup.time("logs.resume", () => containers.resumeLogs()).catch((err) => log.error({ err }, "could not resume container log writers"));
-  // Pods cri-dockerd left running become cridock's (checkpoint, netns handle, IPs, CRI logs).
-  await startup.time("adopt", () =>
-    adoptCriDockerdSandboxes({ docker, sandboxes, network, logs: logFollowers, criDockerdRoot: config.criDockerdRootDirectory, log }),
-  );
+  // What the last run left, reconciled with Docker before pods are served (cri/startup-gate.ts).
+  const gate = new StartupGate("scratch.sweep");
+  const reconciled = (async () => {
+    // Scratch containers (image-files.ts) live for one create call; a crash may have left one.
+    await startup.time("scratch.sweep", () => imageFiles.removeLeftovers())
+      .then((n) => n > 0 && log.info({ removed: n }, "removed scratch containers left by an earlier run"))
+      .catch((err) => log.warn({ err }, "could not remove leftover scratch containers"));
+    gate.step("recovery");
+    const boots = new BootStore(config.rootDirectory);
+    const [recordedBootId, bootId] = await Promise.all([boots.load(), currentBootId()]);
+    const rebooted = bootedSince(recordedBootId, bootId);
+    await startup.time("recovery", () => recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log, rebooted }));
+    // Only once recovery is through: a start that fails before this stops the old boot's sandboxes again.
+    // Written when the boot changed only: the same boot's restarts need no fsynced write.
+    if (bootId && bootId !== recordedBootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
+    gate.step("logs.resume");
+    // Log writers of containers that ran on while cridock was down pick up where they stopped.
+    await startup.time("logs.resume", () => containers.resumeLogs()).catch((err) => log.error({ err }, "could not resume container log writers"));
+    gate.step("adopt");
+    // Pods cri-dockerd left running become cridock's (checkpoint, netns handle, IPs, CRI logs).
+    await startup.time("adopt", () =>
+      adoptCriDockerdSandboxes({ docker, sandboxes, network, logs: logFollowers, criDockerdRoot: config.criDockerdRootDirectory, log }),
+    );
+  })();
+  // Handled where it is awaited below; until then a failure must not count as unhandled.
+  reconciled.catch(() => undefined);
 
   const containerStatuses = async (sandboxId: string): Promise<ContainerInfo[]> => {
     const listed = await containers.list({ id: "", sandboxId, labelSelector: {} });
@@ -213,7 +244,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     logger: log,
     runtimeHandlers: metrics.handlers(
       "RuntimeService",
-      runtimeServiceRpcs({
+      gate.guard(runtimeServiceRpcs({
         status,
         sandboxes,
         sandboxContainers,
@@ -225,7 +256,8 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
         portForwarder,
         streaming,
         verboseInfo: () => ({ config: configInfo(config) }),
-      }),
+        starting: () => gate.notReady(),
+      })),
     ),
     imageHandlers: metrics.handlers("ImageService", imageServiceRpcs({ imageFs, images, containerFilesystems: () => stats.writableLayers() })),
   });
@@ -233,8 +265,25 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     objectCounts: () => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })),
     held: () => ({ logFollowers: logFollowers.counts(), dockerConnections: docker.connectionCounts() }),
   });
+  // Normally the reconciliation is long done by now. A dockerd that has not answered it
+  // within SERVE_BEFORE_RECONCILED_MS does not hold the socket: Status says why the
+  // runtime is not ready, and pod calls wait for the gate (systemd's start timeout
+  // killed a start that waited for a starved dockerd, and the next start waited again).
+  const reconciledInTime = await settlesWithin(reconciled, SERVE_BEFORE_RECONCILED_MS);
+  if (reconciledInTime) gate.open();
   await startup.time("serve", () => server.start());
-  startup.finish(log, {}, "info");
+  if (reconciledInTime) {
+    startup.finish(log, {}, "info");
+  } else {
+    log.warn({ step: gate.notReady()?.message, waitedMs: SERVE_BEFORE_RECONCILED_MS }, "serving before the start's reconciliation with dockerd is done: pod calls wait for it, Status reports the runtime not ready");
+    reconciled.then(
+      () => {
+        gate.open();
+        startup.finish(log, {}, "info");
+      },
+      (err: unknown) => gate.fail(err),
+    );
+  }
   // Started: what runs hot from now on is worth optimizing (startup-tiering.ts), and the
   // young generation grows no further than the start grew it (young-generation.ts).
   resumeOptimizingCompiler();
@@ -246,6 +295,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     docker,
     images,
     server,
+    reconciled,
     async stop() {
       // GetContainerEvents streams last forever; end them so the server can drain.
       containerEvents.close();
@@ -373,6 +423,13 @@ export async function main(argv: string[]): Promise<number> {
       );
     };
     if (startSignal) return onSignal(startSignal);
+    // A reconciliation still running when serving began may fail later: that ends the process, as a failed start.
+    cridock.reconciled.catch((err: unknown) => {
+      if (stopping) return;
+      stopping = true;
+      log.fatal({ err }, `cridock could not start: ${describeCause(err)}`);
+      cridock.stop().finally(() => resolve(1));
+    });
     // Type=notify: systemd counts the service started once the socket serves.
     void notifySystemd({ READY: "1", STATUS: `serving CRI on ${config.listenSocket || "fd://"}` }, log);
   });

@@ -13,6 +13,8 @@ export interface RuntimeInfoDeps {
   status: RuntimeStatus;
   /** Extra verbose-Status entries (the effective config, for `crictl info`). */
   verboseInfo: () => Record<string, unknown>;
+  /** Why the runtime is not ready while its start still reconciles with dockerd (cri/startup-gate.ts). */
+  starting?: () => { reason: string; message: string } | undefined;
 }
 
 /**
@@ -24,7 +26,7 @@ export function configInfo<C extends { podInfraContainerImage: string }>(config:
   return { ...config, sandboxImage: config.podInfraContainerImage };
 }
 
-export function runtimeInfoRpcs({ status, verboseInfo }: RuntimeInfoDeps): HandlerTable {
+export function runtimeInfoRpcs({ status, verboseInfo, starting }: RuntimeInfoDeps): HandlerTable {
   return {
     async Version(): Promise<cri.VersionResponse> {
       return {
@@ -37,6 +39,11 @@ export function runtimeInfoRpcs({ status, verboseInfo }: RuntimeInfoDeps): Handl
 
     async Status(request: cri.StatusRequest): Promise<cri.StatusResponse> {
       const conditions = await status.conditions();
+      // Until the start's reconciliation is through, pods cannot be served whatever dockerd says.
+      const pending = starting?.();
+      if (pending) {
+        for (const c of conditions) if (c.type === "RuntimeReady" && c.status) Object.assign(c, { status: false, ...pending });
+      }
       const runtimeReady = conditions.find((c) => c.type === "RuntimeReady")?.status ?? false;
       const handlers = runtimeReady ? await status.runtimeHandlers().catch(() => []) : [];
       const info: Record<string, string> = {};

@@ -71,15 +71,31 @@ export interface PipeOptions {
   onClientData?: (chunk: Buffer) => void;
   /** Both sockets, as they are made: a server's close must destroy them too. */
   track?: Set<Socket>;
+  /**
+   * Sees each chunk the client sends; a promise it returns holds that chunk
+   * and everything after it on this connection until it resolves (a dockerd
+   * slow to answer some requests).
+   */
+  holdFrom?: (chunk: Buffer) => Promise<void> | undefined;
 }
 
 /** Joins `client` to a new connection to dockerd, both ways; either end's close or error closes both. */
 export function pipeToDocker(client: Socket, options: PipeOptions = {}): void {
   const daemon = connect((options.upstream ?? TEST_DOCKER_ENDPOINT).replace(/^unix:\/\//, ""));
   options.track?.add(client).add(daemon);
+  let held: Buffer[] | undefined;
   client.on("data", (chunk: Buffer) => {
     options.onClientData?.(chunk);
-    daemon.write(chunk);
+    const hold = held ? undefined : options.holdFrom?.(chunk);
+    if (hold) {
+      const queue: Buffer[] = (held = []);
+      void hold.then(() => {
+        held = undefined;
+        for (const c of queue) daemon.write(c);
+      });
+    }
+    if (held) held.push(chunk);
+    else daemon.write(chunk);
   });
   daemon.on("data", (chunk: Buffer) => client.write(chunk));
   const end = () => {

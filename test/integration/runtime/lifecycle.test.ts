@@ -49,6 +49,62 @@ t.test("SIGTERM while starting: cridock finishes starting, then stops gracefully
   t.notOk(existsSync(socketPath), "the socket is gone");
 });
 
+t.test("a dockerd slow to answer the start's reconciliation: the socket serves anyway, Status says why it is not ready, pod calls wait", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "cridock-int-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  // Docker's container lists (the start's sweep, recovery and log resume all
+  // list) are held until released; its version, info and events answer.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let heldLists = 0;
+  const isList = (chunk: Buffer) => /^GET \/v[\d.]+\/containers\/json[? ]/.test(chunk.toString("latin1", 0, 64));
+  const proxy = createServer((client) =>
+    pipeToDocker(client, {
+      holdFrom: (chunk) => {
+        if (!isList(chunk)) return undefined;
+        heldLists++;
+        return released;
+      },
+    }),
+  );
+  const proxyPath = join(dir, "docker.sock");
+  await new Promise<void>((resolve) => proxy.listen(proxyPath, resolve));
+  t.teardown(() => {
+    release();
+    proxy.close();
+  });
+  const started = Date.now();
+  const cridock = await startCridockProcess({ flags: ["--network-plugin=no-op", `--docker-endpoint=unix://${proxyPath}`], startTimeoutMs: 60_000 });
+  t.teardown(() => cridock.kill());
+  const servedAfter = Date.now() - started;
+  t.ok(heldLists > 0, "the start's list was held");
+  t.ok(servedAfter < 30_000, `the socket served ${servedAfter} ms after the start, lists still unanswered`);
+
+  const version = await cridock.client.call("Version", {}, { timeoutMs: 10_000 });
+  t.equal(version.runtimeName, "docker", "Version answers");
+  const status = await cridock.client.call("Status", {}, { timeoutMs: 10_000 });
+  const runtime = status.status.conditions.find((c: { type: string }) => c.type === "RuntimeReady");
+  t.equal(runtime.status, false, "RuntimeReady is false while the start reconciles");
+  t.equal(runtime.reason, "RuntimeStarting");
+  t.match(runtime.message, /reconciling the previous run's pods with dockerd \(step [a-z.]+, \d+ s so far\)/);
+
+  const early = await cridock.client.call("ListPodSandbox", {}, { timeoutMs: 1_000 }).then(
+    () => undefined,
+    (err: { code?: number }) => err,
+  );
+  t.equal(early?.code, 4, "a pod call waits for the reconciliation, up to its own deadline (DEADLINE_EXCEEDED)");
+  t.match(cridock.logs(), /serving before the start's reconciliation with dockerd is done/);
+
+  const listed = cridock.client.call("ListPodSandbox", {}, { timeoutMs: 60_000 });
+  await new Promise((r) => setTimeout(r, 300));
+  release();
+  t.ok(await listed, "the waiting call is answered once dockerd answers the start's lists");
+  const ready = await cridock.client.call("Status", {}, { timeoutMs: 10_000 });
+  t.equal(ready.status.conditions.find((c: { type: string }) => c.type === "RuntimeReady").status, true, "then the runtime is ready");
+  t.match(cridock.logs(), /start steps/, "the start's steps are logged once it is through");
+  t.equal(await cridock.stop(), 0);
+});
+
 t.test("a second instance on a live socket fails with a clear message", async (t) => {
   const first = await startCridockProcess({ flags: ["--network-plugin=no-op"] });
   t.teardown(() => first.stop());
