@@ -111,6 +111,7 @@ export async function activationScenario(t: Test, runtime: "node" | "deno"): Pro
   t.equal(version.runtimeApiVersion, "v1", `the queued call was answered on the inherited socket (${Date.now() - started} ms)`);
   const ready = await notify.waitFor("READY=1");
   t.match(ready, /STATUS=serving CRI on fd:\/\//, "READY=1 with a status line");
+  t.match(ready, /EXTEND_TIMEOUT_USEC=120000000[\s\S]*READY=1/, "before it, once its modules were loaded, the rest of the start asked for a budget of its own");
   t.match(cridock.output(), /serving CRI on the socket systemd passed/);
 
   const sandboxes = await client.call("ListPodSandbox", {});
