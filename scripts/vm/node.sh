@@ -51,7 +51,7 @@
 #                           default), docker29 or docker29-containerd
 #   CRIDOCK_VM_TCG_THREAD   qemu's TCG threads: multi (the default) or single
 #   CRIDOCK_VM_NICE         the nice value of qemu's session, which is a
-#                           scheduling group of its own (default 3)
+#                           scheduling group of its own (default 10)
 #   CRIDOCK_VM_MIRROR       the Debian mirror the image is built from
 #                           (default: the one this host's apt uses)
 #   CRIDOCK_VM_SECURITY_MIRROR  the security suite's (default: this host's;
