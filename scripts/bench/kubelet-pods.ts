@@ -31,6 +31,12 @@
  * Each cridock arm also prints its resident memory split (anonymous and
  * file-backed, from smaps_rollup) idle, after the burst and after the
  * deletion.
+ * --compare-containerd <dir> adds containerd 2.x's own CRI behind the same
+ * kubelet (dir: containerd and its runc shim, scripts/bench/build-containerd.sh):
+ * the floor a node without Docker pays. It is runtime and engine in one
+ * process, so its CPU is the runtime's and its engine's is 0; the Docker
+ * arms' shims (Docker's containerd) are not counted either. Its runc is the
+ * one beside CRIDOCK_TEST_DOCKERD_BIN when that is set.
  * --cpu-prof <dir> writes a V8 CPU profile of each cridock there (written
  * when it stops) and prints the deletion's span on the profile's clock
  * (CLOCK_MONOTONIC, µs, printed for every run), so a profile's long tasks
@@ -55,12 +61,14 @@
  *
  *   npx tsx scripts/bench/kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1] [--steady <seconds>]
  *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
+ *                                         [--compare-containerd <dir>]
  *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>] [--settle <seconds>] [--cridock-env KEY=VALUE]
  *
  * Needs what the e2e suite needs (root, scripts/env/setup.sh, scripts/env/install-kubelet.sh).
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
+import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import { KubeletEnv, sleep } from "../../test/e2e/harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../../test/helpers/env.ts";
@@ -76,6 +84,7 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "1" },
     compare: { type: "string" },
     "compare-cri-dockerd": { type: "string" },
+    "compare-containerd": { type: "string" },
     "compare-metrics": { type: "boolean", default: false },
     "cpu-prof": { type: "string" },
     "heap-snapshots": { type: "string" },
@@ -218,6 +227,8 @@ interface Arm {
   entry?: string;
   /** A cri-dockerd binary run instead of cridock. */
   criDockerd?: string;
+  /** containerd 2.x's own CRI run instead of cridock (no Docker behind it). */
+  containerd?: { binDir: string; runcDir?: string };
   /** Serve and read cridock's /metrics (the breakdown). */
   metrics: boolean;
 }
@@ -226,7 +237,7 @@ interface Arm {
 interface SteadyResult {
   /** The runtime's CPU (process and direct children) over the window (s). */
   runtimeCpuS: number;
-  /** dockerd's over the same window (s). */
+  /** dockerd's over the same window (s); 0 for containerd, which is its own engine (its CPU is the runtime's). */
   engineCpuS: number;
   /** kubelet's mean PLEG relist over the window (ms). */
   plegRelistMs: number;
@@ -256,15 +267,17 @@ async function medianMs(call: () => Promise<unknown>): Promise<number> {
 }
 
 async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<SteadyResult> {
-  const enginePid = Number((await readFile(env.dockerd.pidFile, "utf8")).trim());
+  // containerd is runtime and engine in one process; the Docker arms' engine is the private dockerd.
+  const enginePid = arm.containerd ? undefined : Number((await readFile(env.dockerd.pidFile, "utf8")).trim());
+  const engineCpu = async () => (enginePid === undefined ? 0 : treeCpuSeconds(enginePid));
   const relistBefore = await plegRelists(env);
   const scrapeBefore = arm.metrics ? await env.metrics() : undefined;
   const runtimeBefore = await treeCpuSeconds(pid);
-  const engineBefore = await treeCpuSeconds(enginePid);
+  const engineBefore = await engineCpu();
   const from = monotonicMicros();
   await sleep(STEADY_S * 1000);
   const runtimeCpuS = (await treeCpuSeconds(pid)) - runtimeBefore;
-  const engineCpuS = (await treeCpuSeconds(enginePid)) - engineBefore;
+  const engineCpuS = (await engineCpu()) - engineBefore;
   const to = monotonicMicros();
   const relistAfter = await plegRelists(env);
   if (scrapeBefore) {
@@ -276,9 +289,13 @@ async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<Ste
     runtimeCpuS,
     engineCpuS,
     plegRelistMs: ((relistAfter.seconds - relistBefore.seconds) / (relistAfter.count - relistBefore.count)) * 1000,
+    // NaN where kubelet cannot build the summary for this runtime (its answer is printed): the other figures stand.
     summaryMs: await medianMs(async () => {
-      const { status } = await env.get("/stats/summary", 60_000);
-      if (status !== 200) throw new Error(`kubelet's /stats/summary answered ${status}`);
+      const { status, body } = await env.get("/stats/summary", 60_000);
+      if (status !== 200) throw new Error(`kubelet's /stats/summary answered ${status}: ${body.slice(0, 300)}`);
+    }).catch((err: unknown) => {
+      console.log(`[${arm.name}] ${err instanceof Error ? err.message : String(err)}`);
+      return NaN;
     }),
     listContainersMs: await medianMs(() => env.cridock.client.call("ListContainers", {})),
     listSandboxesMs: await medianMs(() => env.cridock.client.call("ListPodSandbox", {})),
@@ -289,7 +306,7 @@ async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<Ste
       `PLEG relist mean ${result.plegRelistMs.toFixed(1)} ms over ${relistAfter.count - relistBefore.count}; ` +
       `then Summary API ${result.summaryMs.toFixed(0)} ms, ListContainers ${result.listContainersMs.toFixed(1)} ms, ` +
       `ListPodSandbox ${result.listSandboxesMs.toFixed(1)} ms (medians of 5)` +
-      (CPU_PROF && !arm.criDockerd ? `; window on the profile's clock ${from} to ${to} µs` : ""),
+      (CPU_PROF && !arm.criDockerd && !arm.containerd ? `; window on the profile's clock ${from} to ${to} µs` : ""),
   );
   return result;
 }
@@ -320,8 +337,9 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     metrics,
     cridockEntry: arm.entry,
     criDockerd: arm.criDockerd,
-    cridockNodeFlags: arm.criDockerd ? undefined : cridockNodeFlags,
-    cridockEnv: arm.entry || arm.criDockerd ? undefined : CRIDOCK_ENV,
+    containerd: arm.containerd,
+    cridockNodeFlags: arm.criDockerd || arm.containerd ? undefined : cridockNodeFlags,
+    cridockEnv: arm.entry || arm.criDockerd || arm.containerd ? undefined : CRIDOCK_ENV,
     // kubelet's own defaults for its periodic work (the harness shortens them
     // for the tests' sake): the log manager's ContainerStatus of every running
     // container each 10 s, and each pod's sync each minute.
@@ -423,7 +441,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
         `slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile` +
         (loopDelay === undefined ? "" : `; cridock's longest event-loop delay ${(loopDelay * 1000).toFixed(1)} ms`),
     );
-    if (!arm.criDockerd) {
+    if (!arm.criDockerd && !arm.containerd) {
       await sleep(2000);
       console.log(`[${arm.name}] pid ${pid}: idle ${formatSplit(splitIdle)}; after the burst ${formatSplit(splitAfter)}; after the deletion ${formatSplit(await residentSplit(pid))}`);
       console.log(
@@ -454,9 +472,9 @@ function report(arm: Arm, results: BurstResult[]): void {
   );
 }
 
-/** Each round's figures of this tree over cri-dockerd's (the same round, one after the other). */
-function ratios(mine: BurstResult[], theirs: BurstResult[]): void {
-  console.log("| round | measure | cridock | cri-dockerd | ratio |\n|---|---|---|---|---|");
+/** Each round's figures of this tree over another runtime's (the same round, one after the other). */
+function ratios(mine: BurstResult[], theirs: BurstResult[], other: string): void {
+  console.log(`| round | measure | cridock | ${other} | ratio |\n|---|---|---|---|---|`);
   for (const [i, a] of mine.entries()) {
     const b = theirs[i]!;
     const row = (label: string, x: number, y: number, digits: number) =>
@@ -472,8 +490,8 @@ function ratios(mine: BurstResult[], theirs: BurstResult[]): void {
     row("deletion, until every container stopped (s)", a.deletionS, b.deletionS, 1);
     if (a.steady && b.steady) {
       row(`steady ${STEADY_S} s: runtime CPU (s)`, a.steady.runtimeCpuS, b.steady.runtimeCpuS, 2);
-      row(`steady ${STEADY_S} s: dockerd CPU (s)`, a.steady.engineCpuS, b.steady.engineCpuS, 2);
-      row(`steady ${STEADY_S} s: runtime + dockerd CPU (s)`, a.steady.runtimeCpuS + a.steady.engineCpuS, b.steady.runtimeCpuS + b.steady.engineCpuS, 2);
+      row(`steady ${STEADY_S} s: engine CPU (s; dockerd, none apart for containerd)`, a.steady.engineCpuS, b.steady.engineCpuS, 2);
+      row(`steady ${STEADY_S} s: runtime + engine CPU (s)`, a.steady.runtimeCpuS + a.steady.engineCpuS, b.steady.runtimeCpuS + b.steady.engineCpuS, 2);
       row("PLEG relist mean (ms)", a.steady.plegRelistMs, b.steady.plegRelistMs, 1);
       row("Summary API median (ms)", a.steady.summaryMs, b.steady.summaryMs, 0);
       row("ListContainers median (ms)", a.steady.listContainersMs, b.steady.listContainersMs, 1);
@@ -484,12 +502,17 @@ function ratios(mine: BurstResult[], theirs: BurstResult[]): void {
 
 // Compared arms run alike, without metrics (older trees may not serve them);
 // the breakdown then comes from one extra burst of this tree that is not counted.
-const comparing = Boolean(values.compare || values["compare-cri-dockerd"]);
+const comparing = Boolean(values.compare || values["compare-cri-dockerd"] || values["compare-containerd"]);
 // --compare-metrics: both trees serve /metrics (the other must have --metrics-bind-addr), for the event-loop delay of each.
 const bothMetrics = Boolean(values.compare && values["compare-metrics"]);
 const arms: Arm[] = [{ name: "this tree", metrics: !comparing || bothMetrics }];
 if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare, metrics: bothMetrics });
 if (values["compare-cri-dockerd"]) arms.push({ name: "cri-dockerd", criDockerd: values["compare-cri-dockerd"], metrics: false });
+if (values["compare-containerd"]) {
+  // The same runc as the Docker arms' engine (Engine 29's build has its own beside dockerd).
+  const runcDir = process.env.CRIDOCK_TEST_DOCKERD_BIN ? dirname(process.env.CRIDOCK_TEST_DOCKERD_BIN) : undefined;
+  arms.push({ name: "containerd", containerd: { binDir: values["compare-containerd"], runcDir }, metrics: false });
+}
 
 for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   const evented = mode === "evented";
@@ -508,6 +531,5 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   }
   console.log(`${evented ? "evented" : "generic"} PLEG results:`);
   for (const arm of arms) report(arm, results.get(arm)!);
-  const criDockerd = arms.find((a) => a.criDockerd);
-  if (criDockerd) ratios(results.get(arms[0]!)!, results.get(criDockerd)!);
+  for (const other of arms.slice(1).filter((a) => a.criDockerd || a.containerd)) ratios(results.get(arms[0]!)!, results.get(other)!, other.name);
 }

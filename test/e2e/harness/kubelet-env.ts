@@ -22,6 +22,7 @@ import { join } from "node:path";
 import { request as httpsRequest } from "node:https";
 import { startCridockProcess, type CridockProcess } from "../../helpers/cridock-process.ts";
 import { startCriDockerdProcess } from "../../helpers/cri-dockerd-process.ts";
+import { startContainerdProcess } from "../../helpers/containerd-process.ts";
 import { privateDockerd, type PrivateDockerd } from "../../helpers/private-dockerd.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir, type CniConfDir } from "../../helpers/env.ts";
 import { freePort, scrape, type Samples } from "../../helpers/metrics-scrape.ts";
@@ -51,6 +52,8 @@ export interface KubeletEnvOptions {
   metrics?: boolean;
   /** Run this cri-dockerd binary in cridock's place (the kubelet bench puts the two side by side). */
   criDockerd?: string;
+  /** Run containerd 2.x's own CRI in cridock's place (the kubelet bench's floor of a node without Docker). */
+  containerd?: { binDir: string; runcDir?: string };
   /** node's own flags for cridock (the kubelet bench's --cpu-prof and heap snapshots). */
   cridockNodeFlags?: string[];
   /** More environment for cridock (the kubelet bench's --cridock-env). */
@@ -146,6 +149,17 @@ export class KubeletEnv {
       `--cni-bin-dir=${CNI_BIN_DIR}`,
       `--cni-cache-dir=${this.cniCache}`,
     ];
+    if (this.options.containerd) {
+      this.cridock = await startContainerdProcess({
+        ...this.options.containerd,
+        pauseImage: PAUSE_IMAGE,
+        cniBinDir: CNI_BIN_DIR,
+        cniConfDir: this.cni.dir,
+        socketPath: this.socketPath,
+        rootDirectory: this.cridockRoot,
+      });
+      return;
+    }
     if (this.options.criDockerd) {
       this.cridock = await startCriDockerdProcess({
         binary: this.options.criDockerd,
@@ -361,6 +375,11 @@ export class KubeletEnv {
   }
 
   async runningPodContainers(): Promise<number> {
+    if (this.options.containerd) {
+      // No Docker behind it: its own CRI says which containers run (state 1, CONTAINER_RUNNING).
+      const res = await this.cridock.client.call("ListContainers", { filter: { state: { state: 1 } } });
+      return (res.containers ?? []).length;
+    }
     const out = await this.dockerAsync("ps", "-q", "--filter", "label=io.kubernetes.docker.type");
     return out.split("\n").filter(Boolean).length;
   }
