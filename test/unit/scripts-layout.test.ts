@@ -19,7 +19,8 @@ const ALLOWED_IMPORTS: Record<string, readonly string[]> = {
   // The top: test.sh sources the suite runner's parts, cluster.sh and
   // k8s-conformance.sh the cluster's, and all of them the environment's.
   "": ["scripts/env", "scripts/k8s", "scripts/suite"],
-  bench: ["src", "test"],
+  // build-containerd.sh builds a compared runtime into the tools cache with the environment's helpers.
+  bench: ["src", "test", "scripts/env"],
   build: ["src"],
   cni: [],
   // The test images take their names and addresses from the tests' contract.
