@@ -193,25 +193,27 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   });
   // What the last run left, reconciled with Docker before pods are served (cri/startup-gate.ts).
   const gate = new StartupGate("scratch.sweep");
+  // Each step is timed for the start's log and named for Status while the gate is closed.
+  const reconcileStep = <T>(name: string, fn: () => Promise<T>): Promise<T> => {
+    gate.step(name);
+    return startup.time(name, fn);
+  };
   const reconciled = (async () => {
     // Scratch containers (image-files.ts) live for one create call; a crash may have left one.
-    await startup.time("scratch.sweep", () => imageFiles.removeLeftovers())
+    await reconcileStep("scratch.sweep", () => imageFiles.removeLeftovers())
       .then((n) => n > 0 && log.info({ removed: n }, "removed scratch containers left by an earlier run"))
       .catch((err) => log.warn({ err }, "could not remove leftover scratch containers"));
-    gate.step("recovery");
     const boots = new BootStore(config.rootDirectory);
     const [recordedBootId, bootId] = await Promise.all([boots.load(), currentBootId()]);
     const rebooted = bootedSince(recordedBootId, bootId);
-    await startup.time("recovery", () => recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log, rebooted }));
+    await reconcileStep("recovery", () => recoverSandboxes({ docker, store: sandboxStore, sandboxes, rootDirectory: config.rootDirectory, log, rebooted }));
     // Only once recovery is through: a start that fails before this stops the old boot's sandboxes again.
     // Written when the boot changed only: the same boot's restarts need no fsynced write.
     if (bootId && bootId !== recordedBootId) await boots.save(bootId).catch((err) => log.warn({ err }, "could not record this boot's id; the next start cannot tell whether the machine rebooted"));
-    gate.step("logs.resume");
     // Log writers of containers that ran on while cridock was down pick up where they stopped.
-    await startup.time("logs.resume", () => containers.resumeLogs()).catch((err) => log.error({ err }, "could not resume container log writers"));
-    gate.step("adopt");
+    await reconcileStep("logs.resume", () => containers.resumeLogs()).catch((err) => log.error({ err }, "could not resume container log writers"));
     // Pods cri-dockerd left running become cridock's (checkpoint, netns handle, IPs, CRI logs).
-    await startup.time("adopt", () =>
+    await reconcileStep("adopt", () =>
       adoptCriDockerdSandboxes({ docker, sandboxes, network, logs: logFollowers, criDockerdRoot: config.criDockerdRootDirectory, log }),
     );
   })();

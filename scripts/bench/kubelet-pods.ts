@@ -233,6 +233,9 @@ interface Arm {
   metrics: boolean;
 }
 
+/** Whether the arm runs a cridock (this tree or another), not another runtime in its place. */
+const isCridock = (arm: Arm): boolean => !arm.criDockerd && !arm.containerd;
+
 /** The N pods held: what the node pays while nothing changes. */
 interface SteadyResult {
   /** The runtime's CPU (process and direct children) over the window (s). */
@@ -306,7 +309,7 @@ async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<Ste
       `PLEG relist mean ${result.plegRelistMs.toFixed(1)} ms over ${relistAfter.count - relistBefore.count}; ` +
       `then Summary API ${result.summaryMs.toFixed(0)} ms, ListContainers ${result.listContainersMs.toFixed(1)} ms, ` +
       `ListPodSandbox ${result.listSandboxesMs.toFixed(1)} ms (medians of 5)` +
-      (CPU_PROF && !arm.criDockerd && !arm.containerd ? `; window on the profile's clock ${from} to ${to} µs` : ""),
+      (CPU_PROF && isCridock(arm) ? `; window on the profile's clock ${from} to ${to} µs` : ""),
   );
   return result;
 }
@@ -338,8 +341,8 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     cridockEntry: arm.entry,
     criDockerd: arm.criDockerd,
     containerd: arm.containerd,
-    cridockNodeFlags: arm.criDockerd || arm.containerd ? undefined : cridockNodeFlags,
-    cridockEnv: arm.entry || arm.criDockerd || arm.containerd ? undefined : CRIDOCK_ENV,
+    cridockNodeFlags: isCridock(arm) ? cridockNodeFlags : undefined,
+    cridockEnv: isCridock(arm) && !arm.entry ? CRIDOCK_ENV : undefined,
     // kubelet's own defaults for its periodic work (the harness shortens them
     // for the tests' sake): the log manager's ContainerStatus of every running
     // container each 10 s, and each pod's sync each minute.
@@ -441,7 +444,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
         `slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile` +
         (loopDelay === undefined ? "" : `; cridock's longest event-loop delay ${(loopDelay * 1000).toFixed(1)} ms`),
     );
-    if (!arm.criDockerd && !arm.containerd) {
+    if (isCridock(arm)) {
       await sleep(2000);
       console.log(`[${arm.name}] pid ${pid}: idle ${formatSplit(splitIdle)}; after the burst ${formatSplit(splitAfter)}; after the deletion ${formatSplit(await residentSplit(pid))}`);
       console.log(
@@ -531,5 +534,5 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   }
   console.log(`${evented ? "evented" : "generic"} PLEG results:`);
   for (const arm of arms) report(arm, results.get(arm)!);
-  for (const other of arms.slice(1).filter((a) => a.criDockerd || a.containerd)) ratios(results.get(arms[0]!)!, results.get(other)!, other.name);
+  for (const other of arms.filter((a) => !isCridock(a))) ratios(results.get(arms[0]!)!, results.get(other)!, other.name);
 }

@@ -99,9 +99,11 @@ export class StartupGate {
 
   private guardOne(handler: UnaryHandler | StreamHandler): UnaryHandler | StreamHandler {
     // One wrapper for both shapes: a stream handler's third argument passes through.
-    return (async (request: unknown, ctx: CallContext, send?: (message: unknown) => Promise<void>) => {
-      if (!this.isOpen) await this.wait(ctx.signal);
-      return (handler as StreamHandler)(request, ctx, send as (message: unknown) => Promise<void>);
+    // Once open (every call but a start's first few), the handler runs directly: no
+    // extra promise on kubelet's every call for the rest of the process's life.
+    return ((request: unknown, ctx: CallContext, send?: (message: unknown) => Promise<void>) => {
+      const run = () => (handler as StreamHandler)(request, ctx, send as (message: unknown) => Promise<void>);
+      return this.isOpen ? run() : this.wait(ctx.signal).then(run);
     }) as UnaryHandler;
   }
 
