@@ -94,10 +94,19 @@ export interface VmStep {
    * Runs on the VM the step before it booted, its engine switched in place
    * (`vm/node.sh engine`, as an operator replaces Docker under running
    * cridock): no boot, no install. Only a vm step, after a vm step of the
-   * same Debian release. The package's upgrade cycle, which does not
-   * depend on the engine and ran there, is left out (pods.test.ts).
+   * same Debian release.
    */
   inPlace?: boolean;
+  /**
+   * The in-place step of this VM, later in the chain, that runs the
+   * package's upgrade cycle (pods.test.ts: upgrade, downgrade, purge and
+   * reinstall with pods running) in this step's stead. The cycle does not
+   * depend on the engine; it is the costliest part of the pods file under
+   * load (three installs of the .deb), so it goes where the guest is least
+   * starved, when the host's suites are ending, and is skipped with that
+   * step when the budget says so (vmStepDecision).
+   */
+  packageCycleIn?: VmNodeName;
   /**
    * Seconds the step takes on an unloaded 2-core machine beside the host's
    * suites (fresh-machine CI runs of 2026-12-02 and 12-03): what the chain
@@ -130,9 +139,9 @@ export interface VmStep {
  * for a file run alone (docs/testing.md, "The cgroup v2 node").
  */
 export const VM_CHAIN: readonly VmStep[] = [
-  { suite: "vm", node: "debian13", estimateS: 1720 },
+  { suite: "vm", node: "debian13", packageCycleIn: "debian13-docker29-containerd", estimateS: 1450 },
   { suite: "vm", node: "debian13-docker29", files: ["test/vm/validation.test.ts"], inPlace: true, estimateS: 260 },
-  { suite: "vm", node: "debian13-docker29-containerd", files: ["test/vm/pods.test.ts"], inPlace: true, estimateS: 300 },
+  { suite: "vm", node: "debian13-docker29-containerd", files: ["test/vm/pods.test.ts"], inPlace: true, estimateS: 550 },
   { suite: "vm-lifecycle", node: "debian13-docker29", estimateS: 1100 },
   { suite: "vm-kubeadm", node: "debian12", estimateS: 500 },
   { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"], estimateS: 700 },
@@ -324,37 +333,55 @@ export function suiteFiles(suite: string, engine: string, primary: string, find:
     .filter((file) => !skip.includes(file));
 }
 
+/** The vm file whose package upgrade cycle a step may hand on (VmStep.packageCycleIn). */
+const PACKAGE_CYCLE_FILE = "test/vm/pods.test.ts";
+
 /**
  * The VM chain's steps of these suites as the lines scripts/suite/vm.sh
- * reads, one a step: `SUITE NODE DEBIAN ENGINE VM ESTIMATE FILE...`, where
- * VM names the VM the step runs on: its own node's, or for an in-place
- * step the node's of the step that booted it. A file a step names must be
- * one of its suite's, so that a renamed file cannot quietly drop out of a
- * run. An in-place step must follow, among the steps asked for, a vm step
- * on the same Debian release, whose VM it takes over.
+ * reads, one a step: `SUITE NODE DEBIAN ENGINE VM ESTIMATE CYCLE FILE...`,
+ * where VM names the VM the step runs on: its own node's, or for an
+ * in-place step the node's of the step that booted it; and CYCLE is `-`,
+ * or the step (`vm@NODE`) that runs the package's upgrade cycle in its
+ * stead. A file a step names must be one of its suite's, so that a renamed
+ * file cannot quietly drop out of a run. An in-place step must follow,
+ * among the steps asked for, a vm step on the same Debian release, whose
+ * VM it takes over. A step that hands its upgrade cycle on runs the pods
+ * file, and so does the later in-place step on its VM that takes it.
  */
 export function vmChainLines(suites: string[], chain: readonly VmStep[], find: (root: string) => string[]): string[] {
   for (const suite of suites) {
     if (!(VM_SUITES as readonly string[]).includes(suite)) throw new PlanError(`'${suite}' is not a VM suite (${VM_SUITES.join(", ")})`);
   }
+  const steps = chain.filter(({ suite }) => suites.includes(suite));
   let vm: { name: string; debian: string } | undefined;
-  return chain
-    .filter(({ suite }) => suites.includes(suite))
-    .map(({ suite, node, files, inPlace, estimateS }) => {
-      const all = find(`test/${suite}`).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-      for (const file of files ?? []) {
-        if (!all.includes(file)) throw new PlanError(`VM node ${node} names ${file}, which is not a test file of test/${suite}`);
+  const placed = steps.map(({ suite, node, files, inPlace }) => {
+    const all = find(`test/${suite}`).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    for (const file of files ?? []) {
+      if (!all.includes(file)) throw new PlanError(`VM node ${node} names ${file}, which is not a test file of test/${suite}`);
+    }
+    const { debian } = VM_NODES[node];
+    if (inPlace) {
+      if (suite !== "vm" || vm?.debian !== debian) {
+        throw new PlanError(`VM step ${suite}@${node} runs in place, which only a vm step after a vm step on Debian ${debian} can`);
       }
-      const { debian, engine } = VM_NODES[node];
-      if (inPlace) {
-        if (suite !== "vm" || vm?.debian !== debian) {
-          throw new PlanError(`VM step ${suite}@${node} runs in place, which only a vm step after a vm step on Debian ${debian} can`);
-        }
-      } else {
-        vm = suite === "vm" ? { name: node, debian } : undefined;
+    } else {
+      vm = suite === "vm" ? { name: node, debian } : undefined;
+    }
+    return { vm: inPlace ? vm!.name : node, files: files ?? all };
+  });
+  return steps.map(({ suite, node, estimateS, packageCycleIn }, i) => {
+    const { vm, files } = placed[i]!;
+    if (packageCycleIn !== undefined) {
+      const taker = steps.findIndex((step, j) => j > i && step.node === packageCycleIn && step.inPlace && placed[j]!.vm === vm);
+      if (!files.includes(PACKAGE_CYCLE_FILE) || taker < 0 || !placed[taker]!.files.includes(PACKAGE_CYCLE_FILE)) {
+        throw new PlanError(
+          `VM step ${suite}@${node} hands the package's upgrade cycle to ${packageCycleIn}, which must be a later in-place step on its VM, both running ${PACKAGE_CYCLE_FILE}`,
+        );
       }
-      return [suite, node, debian, engine, inPlace ? vm!.name : node, estimateS, ...(files ?? all)].join(" ");
-    });
+    }
+    const { debian, engine } = VM_NODES[node];
+    return [suite, node, debian, engine, vm, estimateS, packageCycleIn === undefined ? "-" : `vm@${packageCycleIn}`, ...files].join(" ");
+  });
 }
 
 /** Where the run is when the chain's next step could start (vm.sh's vm_step_begins). */

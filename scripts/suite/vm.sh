@@ -17,7 +17,7 @@
 # the last of them. Each step's time goes into vm-chain.times in
 # RESULTS_DIR.
 run_vm_chain() {
-  local listing line suite node debian vm_engine vm estimate files started
+  local listing line suite node debian vm_engine vm estimate cycle files started
   if ! listing="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/plan.ts vm-chain "$@")"; then
     SUMMARY_ARGS+=(--failed "$1=its nodes could not be listed (scripts/suite/plan.ts vm-chain $*)")
     return 0
@@ -25,12 +25,14 @@ run_vm_chain() {
   VM_LIVE=""
   while IFS= read -r line; do
     [[ -n "$line" ]] || continue
-    read -r suite node debian vm_engine vm estimate files <<<"$line"
+    read -r suite node debian vm_engine vm estimate cycle files <<<"$line"
     # The VM up is powered off once a step has no use for it.
     [[ -z "$VM_LIVE" || "$vm" == "$VM_LIVE" ]] || stop_live_vm
     vm_step_begins "$suite@$node" "$estimate" "$([[ "$vm" != "$node" ]] && echo 1 || echo 0)" || continue
     started=$SECONDS
     local node_env=(CRIDOCK_VM_DEBIAN="$debian" CRIDOCK_VM_ENGINE="$vm_engine")
+    # The package's upgrade cycle left to a later step on this VM (plan.ts's packageCycleIn).
+    [[ "$cycle" == - ]] || node_env+=(CRIDOCK_VM_PACKAGE_CYCLE_IN="$cycle")
     case "$suite" in
       vm)
         if [[ "$vm" == "$node" ]]; then
@@ -132,9 +134,7 @@ run_vm_node() {
 # run_vm_in_place VM NODE ENGINE FILES: test/vm's FILES on the VM a step
 # before booted (VM_LIVE), its dockerd switched to ENGINE in place
 # (`vm/node.sh engine`: Docker replaced under a running cridock, as an
-# operator's upgrade does), counted as vm@NODE. The .deb stays installed;
-# the package's upgrade cycle, which ran there on the first engine, is
-# left out (CRIDOCK_VM_PACKAGE_CYCLE_DONE, pods.test.ts).
+# operator's upgrade does), counted as vm@NODE. The .deb stays installed.
 run_vm_in_place() {
   local vm="$1" node="$2" engine="$3" files="$4" switch_err="$RESULTS_DIR/vm-$2-switch.err"
   echo "# ---- vm@$node (the cgroup v2 node $vm, its engine switched to $engine in place)"
@@ -156,7 +156,7 @@ run_vm_in_place() {
     echo "# cridock (pid $pid_after) rode through Docker's replacement by $engine"
   fi
   # The .deb the step that booted the VM built (build_deb keeps it) and installed.
-  SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$vm" CRIDOCK_VM_DEB="$BUILT_DEB" CRIDOCK_VM_PACKAGE_CYCLE_DONE="vm@$vm")
+  SUITE_ENV=("${node_env[@]}" CRIDOCK_VM_NODE="$vm" CRIDOCK_VM_DEB="$BUILT_DEB")
   run_tap_files "vm@$node" "$files" --jobs=1 --timeout=3600 --disable-coverage
   SUITE_ENV=()
 }

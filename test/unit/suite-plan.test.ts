@@ -232,11 +232,11 @@ t.test("VM chain: the asked suites' steps in the chain's order, every file where
     { suite: "vm", node: "debian12", files: ["test/vm/b.test.ts"], estimateS: 70 },
   ];
   t.same(vmChainLines(["vm-kubeadm", "vm"], chain, find), [
-    "vm debian13 trixie distro debian13 100 test/vm/a.test.ts test/vm/b.test.ts",
-    "vm-kubeadm debian13-docker29-containerd trixie docker29-containerd debian13-docker29-containerd 50 test/vm-kubeadm/k.test.ts",
-    "vm debian12 bookworm distro debian12 70 test/vm/b.test.ts",
+    "vm debian13 trixie distro debian13 100 - test/vm/a.test.ts test/vm/b.test.ts",
+    "vm-kubeadm debian13-docker29-containerd trixie docker29-containerd debian13-docker29-containerd 50 - test/vm-kubeadm/k.test.ts",
+    "vm debian12 bookworm distro debian12 70 - test/vm/b.test.ts",
   ]);
-  t.same(vmChainLines(["vm"], chain, find), ["vm debian13 trixie distro debian13 100 test/vm/a.test.ts test/vm/b.test.ts", "vm debian12 bookworm distro debian12 70 test/vm/b.test.ts"]);
+  t.same(vmChainLines(["vm"], chain, find), ["vm debian13 trixie distro debian13 100 - test/vm/a.test.ts test/vm/b.test.ts", "vm debian12 bookworm distro debian12 70 - test/vm/b.test.ts"]);
   t.same(vmReleases(chain), ["trixie", "bookworm"]);
   t.throws(() => vmChainLines(["vm"], [{ suite: "vm", node: "debian13", files: ["test/vm/gone.test.ts"], estimateS: 1 }], find), {
     message: /VM node debian13 names test\/vm\/gone\.test\.ts, which is not a test file of test\/vm/,
@@ -253,16 +253,34 @@ t.test("VM chain: an in-place step runs on the VM of the vm step before it, on t
     { suite: "vm-lifecycle", node: "debian13-docker29", estimateS: 60 },
   ];
   t.same(vmChainLines(["vm", "vm-lifecycle"], chain, find), [
-    "vm debian13 trixie distro debian13 100 test/vm/a.test.ts",
-    "vm debian13-docker29 trixie docker29 debian13 30 test/vm/a.test.ts",
-    "vm debian13-docker29-containerd trixie docker29-containerd debian13 40 test/vm/a.test.ts",
-    "vm-lifecycle debian13-docker29 trixie docker29 debian13-docker29 60 test/vm-lifecycle/r.test.ts",
+    "vm debian13 trixie distro debian13 100 - test/vm/a.test.ts",
+    "vm debian13-docker29 trixie docker29 debian13 30 - test/vm/a.test.ts",
+    "vm debian13-docker29-containerd trixie docker29-containerd debian13 40 - test/vm/a.test.ts",
+    "vm-lifecycle debian13-docker29 trixie docker29 debian13-docker29 60 - test/vm-lifecycle/r.test.ts",
   ]);
   const refused = /runs in place, which only a vm step after a vm step on Debian trixie can/;
   t.throws(() => vmChainLines(["vm"], [chain[1]!], find), { message: refused }, "no step before it");
   t.throws(() => vmChainLines(["vm", "vm-lifecycle"], [chain[0]!, chain[3]!, chain[1]!], find), { message: refused }, "a VM of its own in between");
   t.throws(() => vmChainLines(["vm"], [{ suite: "vm", node: "debian12", estimateS: 1 }, chain[1]!], find), { message: refused }, "another Debian release");
   t.throws(() => vmChainLines(["vm-lifecycle", "vm"], [chain[0]!, { ...chain[3]!, inPlace: true }], find), { message: /vm-lifecycle@debian13-docker29 runs in place/ });
+});
+
+t.test("VM chain: a step hands the package's upgrade cycle to a later in-place step on its VM, both running the pods file, or is refused", async (t) => {
+  const find = (root: string) => (root === "test/vm" ? ["test/vm/pods.test.ts", "test/vm/v.test.ts"] : root === "test/vm-kubeadm" ? ["test/vm-kubeadm/k.test.ts"] : []);
+  const first: VmStep = { suite: "vm", node: "debian13", packageCycleIn: "debian13-docker29-containerd", estimateS: 100 };
+  const classic: VmStep = { suite: "vm", node: "debian13-docker29", files: ["test/vm/v.test.ts"], inPlace: true, estimateS: 30 };
+  const store: VmStep = { suite: "vm", node: "debian13-docker29-containerd", files: ["test/vm/pods.test.ts"], inPlace: true, estimateS: 40 };
+  t.same(vmChainLines(["vm"], [first, classic, store], find), [
+    "vm debian13 trixie distro debian13 100 vm@debian13-docker29-containerd test/vm/pods.test.ts test/vm/v.test.ts",
+    "vm debian13-docker29 trixie docker29 debian13 30 - test/vm/v.test.ts",
+    "vm debian13-docker29-containerd trixie docker29-containerd debian13 40 - test/vm/pods.test.ts",
+  ]);
+  const refused = /vm@debian13 hands the package's upgrade cycle to debian13-docker29-containerd, which must be a later in-place step on its VM, both running test\/vm\/pods\.test\.ts/;
+  t.throws(() => vmChainLines(["vm"], [first, classic], find), { message: refused }, "no such step");
+  t.throws(() => vmChainLines(["vm"], [first, { ...store, files: ["test/vm/v.test.ts"] }], find), { message: refused }, "the taker runs no pods file");
+  t.throws(() => vmChainLines(["vm"], [{ ...first, files: ["test/vm/v.test.ts"] }, store], find), { message: refused }, "the giver runs no pods file");
+  t.throws(() => vmChainLines(["vm", "vm-kubeadm"], [first, { suite: "vm-kubeadm", node: "debian13-docker29-containerd", estimateS: 1 }], find), { message: refused }, "not in place");
+  t.throws(() => vmChainLines(["vm"], [first, { suite: "vm", node: "debian13-docker29-containerd", estimateS: 1 }], find), { message: refused }, "a VM of its own");
 });
 
 t.test("VM chain: a step starts when it is expected to end within the budget at the machine's pace; one booting its own VM only while the host's suites run", async (t) => {
@@ -304,6 +322,7 @@ t.test("in this repository: the chain's files exist; Debian 13 with every vm fil
     "Engine 29's stores on the first node's VM, right after it",
   );
   t.ok(VM_CHAIN[1]!.inPlace && VM_CHAIN[2]!.inPlace);
+  t.match(lines[0], /^vm debian13 trixie distro debian13 \d+ vm@debian13-docker29-containerd /, "the first node hands the upgrade cycle to Engine 29's containerd store");
   t.ok(VM_CHAIN.every(({ estimateS }) => Number.isInteger(estimateS) && estimateS > 0), "every step has an estimate");
   const setups = new Set(VM_CHAIN.map(({ node }) => `${VM_NODES[node].debian}/${VM_NODES[node].engine}`));
   t.same([...setups].sort(), ["bookworm/distro", "trixie/distro", "trixie/docker29", "trixie/docker29-containerd"]);

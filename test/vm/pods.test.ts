@@ -23,8 +23,8 @@
  *   running: CRI calls fail only to connect, in the restart's window (the
  *   longest wait is printed), no container restarts, no sandbox is
  *   recreated, and the counter's log still holds every line once. Left
- *   out where CRIDOCK_VM_PACKAGE_CYCLE_DONE names the step that ran it on
- *   this VM before its engine was switched.
+ *   out where CRIDOCK_VM_PACKAGE_CYCLE_IN names the later step that runs
+ *   it on this VM, its engine switched (scripts/suite/plan.ts's VM_CHAIN).
  * - One container OOM-killed under memory.oom.group at once: the whole
  *   container ends (exit 137) and its status says OOMKilled.
  * - A pod with `hostUsers: false` (KEP-127) where the node can give one
@@ -290,10 +290,10 @@ if (!existsSync(KUBELET)) {
   /** The Burstable container and its own cgroup directory, once it runs. */
   let limited: { id: string; dir: string } | undefined;
   const noCrictl = existsSync(CRICTL) ? false : `${CRICTL} is missing (scripts/env/install-cri-tools.sh builds it)`;
-  // The package's cycle does not depend on the engine: on a node whose
-  // engine was switched in place (scripts/suite/vm.sh), it ran before.
-  const cycledOn = process.env.CRIDOCK_VM_PACKAGE_CYCLE_DONE;
-  const packageCycleDone = cycledOn ? `the package's upgrade cycle ran on this VM under ${cycledOn}'s engine` : false;
+  // The package's cycle does not depend on the engine: CI's chain runs it
+  // once a VM, in the step where the guest is least starved.
+  const cycleIn = process.env.CRIDOCK_VM_PACKAGE_CYCLE_IN;
+  const packageCycleElsewhere = cycleIn ? `the package's upgrade cycle runs on this VM in ${cycleIn}, its engine switched` : false;
   const crictl = GUEST_CRICTL;
 
   t.test("a Burstable container's limits and kubelet's unified settings are in its cgroup", async (t) => {
@@ -440,7 +440,7 @@ if (!existsSync(KUBELET)) {
   // installed over the first, then the first again (a downgrade), then
   // `dpkg --purge` and a fresh install. crictl asks Version every half
   // second throughout; the longest wait between answers is printed.
-  t.test("upgrade, downgrade, purge and reinstall of the .deb with pods running", { skip: noCrictl || packageCycleDone }, async (t) => {
+  t.test("upgrade, downgrade, purge and reinstall of the .deb with pods running", { skip: noCrictl || packageCycleElsewhere }, async (t) => {
     if (!counterId) return t.fail("no counter container (the test before failed)");
     const upgraded = await buildDebAs(`${CRIDOCK_VERSION}+upgrade1`, 600_000);
     const version = async () => (await vm.run("dpkg-query -W -f='${Version} ${Status}' cridock 2>/dev/null || true")).trim();
