@@ -3,16 +3,37 @@
  * bind it on, and the exposition text (cridock's or kubelet's) parsed into
  * series → value.
  */
+import { readFile } from "node:fs/promises";
 import { createServer } from "node:net";
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * A loopback port free now, for a server started a little later (cridock's
+ * metrics, kubelet's API). Taken below the kernel's ephemeral range: a port
+ * the kernel hands out (listen on 0) may be given to any outgoing
+ * connection before the server binds it, as a CI run's kubelet found
+ * ("bind: address already in use" on a port from listen(0), seconds
+ * later). Below the range only an explicit bind competes.
+ */
+export async function freePort(): Promise<number> {
+  const ephemeralLow = await readFile("/proc/sys/net/ipv4/ip_local_port_range", "utf8").then(
+    (text) => Number(text.trim().split(/\s+/)[0]),
+    () => 32768,
+  );
+  const low = 10_000;
+  const high = Number.isInteger(ephemeralLow) && ephemeralLow > low + 1000 ? ephemeralLow - 1 : 32767;
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = low + Math.floor(Math.random() * (high - low + 1));
+    if (await bindable(port)) return port;
+  }
+  throw new Error(`no free loopback port found between ${low} and ${high} in 200 tries`);
+}
+
+/** Whether a listener can bind 127.0.0.1:port now (it is closed again before this resolves). */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
+    server.once("error", () => resolve(false));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => server.close(() => resolve(true)));
   });
 }
 
