@@ -17,7 +17,9 @@
  *   cridock's own CPU profile there. Past `maxPatch` stale containers the
  *   snapshot is discarded, and the next list refetches the whole scope.
  * - A fetch, whole or of stale containers, is kept only for what did not
- *   change again while it ran: what did stays stale.
+ *   change again while it ran: what did stays stale. Fetches overlap, and
+ *   a whole fetch that ends after a newer one (whole or a patch) is not
+ *   kept: its data is older.
  * - A list never answers from data older than a change made before it
  *   began: it shares a fetch under way only when nothing changed since
  *   that fetch began.
@@ -45,6 +47,12 @@ export interface ListCacheOptions {
 interface Snapshot {
   /** The whole invalidation it belongs to: one from before the last is never used. */
   generation: number;
+  /**
+   * The latest change its data takes in: the seq at which the last fetch
+   * applied to it (whole or a patch) began. A whole fetch begun before that
+   * ends with older data and is not kept.
+   */
+  seq: number;
   /** When its whole fetch began (maxAgeMs counts from there). */
   at: number;
   /** In Docker's order: newest first. */
@@ -143,7 +151,9 @@ export class ContainerListCache {
     result.then((items) => {
       settled();
       if (generation !== this.generation || !this.connected) return;
-      this.snapshot = { generation, at, items };
+      // Fetches overlap (one begun after a change does not wait for one begun before it): the older never replaces the newer.
+      if (this.snapshot && this.snapshot.seq > seq) return;
+      this.snapshot = { generation, seq, at, items };
       // What changed before the fetch began is in it; what changed since stays stale.
       for (const [id, changed] of this.stale) if (changed <= seq) this.stale.delete(id);
     }, settled);
@@ -168,7 +178,7 @@ export class ContainerListCache {
       for (const c of fetched) if (current.has(c.Id)) items.push(c);
       items.sort((a, b) => (b.Created ?? 0) - (a.Created ?? 0));
       for (const id of current) this.stale.delete(id);
-      this.snapshot = { ...snapshot, items };
+      this.snapshot = { ...snapshot, seq: Math.max(snapshot.seq, seq), items };
       return items;
     });
     const flight = { generation, seq, result };

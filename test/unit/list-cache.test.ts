@@ -289,3 +289,43 @@ t.test("a failed patch reaches the list, and the next list patches again", async
   t.same(await cache.list(filter), [], "the container is gone");
   t.equal(patches, 2);
 });
+
+t.test("overlapping fetches: one ending after a newer fetch or patch never puts its older data back", async (t) => {
+  // Each fetch waits on a gate of its own, released in the order a test chooses.
+  let items = [pod, ctrA, ctrB];
+  const gates: (() => void)[] = [];
+  const held = <T>(value: T) => new Promise<T>((resolve) => gates.push(() => resolve(value)));
+  const cache = new ContainerListCache({ scopeLabel: SCOPE, fetchScope: () => held(items), fetchIds: (ids) => held(items.filter((c) => ids.includes(c.Id))) });
+  cache.setConnected(true);
+
+  // Two whole fetches: the first begun before a container stopped, the second after; the second ends first.
+  const older = cache.list(filter);
+  items = [pod, { ...ctrA, State: "exited" }, ctrB];
+  cache.invalidateContainer(ctrA.Id);
+  const newer = cache.list(filter);
+  t.equal(gates.length, 2, "the list after the change did not share the fetch begun before it");
+  gates[1]!();
+  t.same(states(await newer), ["bbbb2222 exited", "cccc3333 running"]);
+  gates[0]!();
+  t.same(states(await older), ["bbbb2222 running", "cccc3333 running"], "the older list got the fetch it waited on");
+  t.same(states(await cache.list(filter)), ["bbbb2222 exited", "cccc3333 running"], "and the snapshot kept the newer");
+  t.equal(gates.length, 2, "served from the snapshot");
+
+  // A patch under way when the snapshot ages out: the whole fetch after it begins later and ends first; the patch, ending last, changes nothing.
+  await new Promise((r) => setTimeout(r, 0));
+  items = [pod, ctrA, { ...ctrB, State: "exited" }];
+  cache.invalidateContainer(ctrB.Id);
+  const patching = cache.list(filter);
+  t.equal(gates.length, 3, "a patch of the one changed");
+  (cache as unknown as { snapshot: { at: number } }).snapshot.at -= 60_000; // aged out
+  items = [pod, ctrA, { ...ctrB, State: "running" }];
+  cache.invalidateContainer(ctrB.Id);
+  const whole = cache.list(filter);
+  t.equal(gates.length, 4, "a whole fetch");
+  gates[3]!();
+  t.same(states(await whole), ["bbbb2222 running", "cccc3333 running"]);
+  gates[2]!();
+  await patching;
+  t.same(states(await cache.list(filter)), ["bbbb2222 running", "cccc3333 running"], "the patch begun before the whole fetch did not put its data in");
+  t.equal(gates.length, 4, "served from the snapshot");
+});
