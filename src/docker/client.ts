@@ -68,8 +68,6 @@ export interface DockerClientOptions {
   onRequest?: DockerRequestObserver;
 }
 
-/** A container's full id, as Docker's events and cridock's calls by id carry it. */
-const FULL_ID = /^[0-9a-f]{64}$/;
 
 const CONNECTION_ERRORS = new Set(["ECONNREFUSED", "ENOENT", "ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
 
@@ -116,7 +114,6 @@ export class DockerClient {
       this.listCache = new ContainerListCache({
         scopeLabel,
         fetchScope: () => this.listContainersFromDocker({ label: [scopeLabel] }),
-        fetchIds: (ids) => this.listContainersFromDocker({ label: [scopeLabel], id: ids }),
       });
       this.inspectCache = new ContainerInspectCache({ fetch: (id) => this.inspectContainer(id) });
     }
@@ -171,7 +168,7 @@ export class DockerClient {
     const cache = this.listCache;
     if (cache) {
       this.events.onConnection((connected) => cache.setConnected(connected));
-      this.events.subscribe((event) => (FULL_ID.test(event.id) ? cache.invalidateContainer(event.id) : cache.invalidate()));
+      this.events.subscribe(() => cache.invalidate());
     }
     const inspects = this.inspectCache;
     if (inspects) {
@@ -240,15 +237,12 @@ export class DockerClient {
 
   /** A request that may change containers is under way or done: what the caches hold of them may be stale. */
   private invalidateCaches(path: string): void {
+    this.listCache?.invalidate();
+    if (!this.inspectCache) return;
     // /containers/{id}/…: that container; /containers/create, /containers/prune, a name: any of them.
     const target = decodeURIComponent(path.split("/")[2] ?? "");
-    if (FULL_ID.test(target)) {
-      this.listCache?.invalidateContainer(target);
-      this.inspectCache?.invalidate(target);
-    } else {
-      this.listCache?.invalidate();
-      this.inspectCache?.invalidateAll();
-    }
+    if (/^[0-9a-f]{64}$/.test(target)) this.inspectCache.invalidate(target);
+    else this.inspectCache.invalidateAll();
   }
 
   /** A request with a JSON answer (or none, for 204). */
@@ -343,7 +337,7 @@ export class DockerClient {
    * id, or a client without the caches, asks dockerd.
    */
   inspectContainerCached(id: string): Promise<ContainerInspect> {
-    return this.inspectCache && FULL_ID.test(id) ? this.inspectCache.inspect(id) : this.inspectContainer(id);
+    return this.inspectCache && /^[0-9a-f]{64}$/.test(id) ? this.inspectCache.inspect(id) : this.inspectContainer(id);
   }
 
   inspectContainer(id: string, size = false): Promise<ContainerInspect> {

@@ -21,8 +21,6 @@ export interface DockerRequest {
   method: string;
   /** The path without the API version prefix and query: `/containers/<id>/json`. */
   path: string;
-  /** The query, decoded, without its `?`: `all=true&filters={"label":[…]}`; empty when none. */
-  query: string;
 }
 
 export interface DockerRequestCounter {
@@ -33,16 +31,7 @@ export interface DockerRequestCounter {
   close(): Promise<void>;
 }
 
-const REQUEST_LINE = /^([A-Z]+) (\/[^ ?]*)(?:\?(\S*))? HTTP\/1\.1$/;
-
-/** A query string as its sender meant it (`+` a space); as sent where it does not decode. */
-function decodeQuery(query: string): string {
-  try {
-    return decodeURIComponent(query.replace(/\+/g, " "));
-  } catch {
-    return query;
-  }
-}
+const REQUEST_LINE = /^([A-Z]+) (\/[^ ?]*)\S* HTTP\/1\.1$/;
 
 /** Reads one connection's requests as its bytes arrive; calls `seen` for each. */
 function requestFramer(seen: (r: DockerRequest) => void): (chunk: Buffer) => void {
@@ -64,7 +53,7 @@ function requestFramer(seen: (r: DockerRequest) => void): (chunk: Buffer) => voi
       const [line = "", ...headers] = pending.subarray(0, end).toString("latin1").split("\r\n");
       pending = pending.subarray(end + 4);
       const m = REQUEST_LINE.exec(line);
-      if (m) seen({ method: m[1]!, path: m[2]!.replace(/^\/v1\.\d+(?=\/)/, ""), query: decodeQuery(m[3] ?? "") });
+      if (m) seen({ method: m[1]!, path: m[2]!.replace(/^\/v1\.\d+(?=\/)/, "") });
       const header = (name: string) => headers.find((h) => h.toLowerCase().startsWith(`${name}:`))?.slice(name.length + 1).trim();
       if (!m || header("upgrade") || header("transfer-encoding")) {
         done = true;
