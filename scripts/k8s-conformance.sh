@@ -12,6 +12,8 @@
 #       on a private cridock on a private Engine 29 dockerd
 #       (scripts/k8s/conformance-node.sh), all torn down after. Default focus:
 #       [NodeConformance], skipping [Flaky], [Slow], [Serial] and [Disruptive].
+#       With CRIDOCK_NODE_SUITE_CRI_DOCKERD set to a cri-dockerd binary, the
+#       kubelet runs on that instead of cridock (scripts/bench/node-perf.sh).
 #
 # Ginkgo flags are the ginkgo CLI's (--focus, --skip, --label-filter,
 # --procs, --dry-run, ...); a --focus or --skip given replaces the default.

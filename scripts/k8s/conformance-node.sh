@@ -151,12 +151,30 @@ EOF
   echo '{ "cniVersion": "1.0.0", "name": "lo", "type": "loopback" }' >"$dir/net.d/99-loopback.conf"
 }
 
+# The node's CRI runtime: cridock, or with CRIDOCK_NODE_SUITE_CRI_DOCKERD set
+# to a cri-dockerd binary (built outside the repository), that instead, with
+# the same socket, engine, network and pause image, for the node performance
+# specs' comparison (scripts/bench/node-perf.sh). Either shares
+# /$NODE_SUITE_CGROUP with dockerd, so the specs' "runtime" is the two together.
 start_node_cridock() {
   write_node_cni_config
-  log "starting cridock on $NODE_SUITE_CRI_SOCKET in /$NODE_SUITE_CGROUP"
-  cridock_command "$NODE_SUITE_STATE_DIR" "$NODE_SUITE_CRI_SOCKET" "$NODE_SUITE_DOCKER_SOCKET" "$NODE_SUITE_STATE_DIR/cni/net.d"
+  local cni_dir="$NODE_SUITE_STATE_DIR/cni/net.d" name=cridock
+  if [[ -n "${CRIDOCK_NODE_SUITE_CRI_DOCKERD:-}" ]]; then
+    [[ -x "$CRIDOCK_NODE_SUITE_CRI_DOCKERD" ]] || die "CRIDOCK_NODE_SUITE_CRI_DOCKERD: $CRIDOCK_NODE_SUITE_CRI_DOCKERD is not an executable"
+    name=cri-dockerd
+    CRIDOCK_COMMAND=("$CRIDOCK_NODE_SUITE_CRI_DOCKERD"
+      --container-runtime-endpoint="unix://$NODE_SUITE_CRI_SOCKET"
+      --docker-endpoint="unix://$NODE_SUITE_DOCKER_SOCKET"
+      --pod-infra-container-image="registry.k8s.io/pause:$KUBEADM_PAUSE_VERSION"
+      --cri-dockerd-root-directory="$NODE_SUITE_STATE_DIR/cri-dockerd"
+      --network-plugin=cni --cni-conf-dir="$cni_dir" --cni-cache-dir="$NODE_SUITE_STATE_DIR/cni/cache"
+      --streaming-bind-addr=127.0.0.1)
+  else
+    cridock_command "$NODE_SUITE_STATE_DIR" "$NODE_SUITE_CRI_SOCKET" "$NODE_SUITE_DOCKER_SOCKET" "$cni_dir"
+  fi
+  log "starting $name on $NODE_SUITE_CRI_SOCKET in /$NODE_SUITE_CGROUP"
   start_daemon node-e2e-cridock bash -c "$(in_cgroup_command "$NODE_SUITE_CGROUP")" in-cgroup "${CRIDOCK_COMMAND[@]}"
-  wait_until 60 node_cri_answers || die "cridock did not answer within 60 s; see $ENV_LOG_DIR/node-e2e-cridock.log"
+  wait_until 60 node_cri_answers || die "$name did not answer within 60 s; see $ENV_LOG_DIR/node-e2e-cridock.log"
 }
 
 # node_suite_path DIR: DIR filled with a link to every command on this PATH

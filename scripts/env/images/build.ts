@@ -20,9 +20,11 @@
  * (kubernetes-images.ts) instead of the test catalog; scripts/env/cluster-images.sh
  * runs it once the Kubernetes binaries are built. `--set conformance` builds
  * the images Kubernetes' e2e suites pull (conformance-images.ts;
- * scripts/env/conformance-images.sh runs it).
+ * scripts/env/conformance-images.sh runs it). `--set node-perf` builds the
+ * cAdvisor image of the node performance specs (node-perf-images.ts;
+ * scripts/bench/node-perf.sh runs it).
  *
- * Usage: tsx scripts/env/images/build.ts [--state-dir DIR] [--load-only] [--set test|kubernetes|conformance]
+ * Usage: tsx scripts/env/images/build.ts [--state-dir DIR] [--load-only] [--set test|kubernetes|conformance|node-perf]
  */
 import { execFile } from "node:child_process";
 import { request } from "node:https";
@@ -43,6 +45,7 @@ import {
 import { CATALOG, type ImageSpec } from "./catalog.ts";
 import { conformanceCatalog, conformanceInputsFromEnv } from "./conformance-images.ts";
 import { inputsFromEnv, kubernetesCatalog } from "./kubernetes-images.ts";
+import { cadvisorBinDirFromEnv, nodePerfCatalog } from "./node-perf-images.ts";
 import { imageConfig, writeDockerArchive, type BuiltImage } from "./docker-archive.ts";
 import { buildLayer } from "./layer.ts";
 
@@ -172,6 +175,7 @@ async function main(): Promise<void> {
     test: () => CATALOG,
     kubernetes: () => kubernetesCatalog(inputsFromEnv()),
     conformance: () => conformanceCatalog(conformanceInputsFromEnv()),
+    "node-perf": () => nodePerfCatalog(cadvisorBinDirFromEnv()),
   };
   const choose = catalogs[values.set!];
   if (!choose) throw new Error(`unknown image set "${values.set}" (${Object.keys(catalogs).join(", ")})`);
