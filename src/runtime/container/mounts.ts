@@ -32,8 +32,17 @@ import type { DeviceMapping, DockerMount } from "../../docker/types.ts";
 import { failedPrecondition, invalidArgument, unimplemented } from "../../errors.ts";
 import type { DeviceSpec, MountSpec } from "./spec.ts";
 
-const PROPAGATION: Record<MountSpec["propagation"], "rprivate" | "rslave" | "rshared"> = {
-  private: "rprivate",
+/**
+ * A private mount names no propagation and takes Docker's default: rprivate,
+ * except for a host path that holds Docker's data root or lies inside it
+ * (hostPath "/" or "/var/lib", as node agents and cAdvisor mount them), where
+ * dockerd picks rslave so that its own later mounts (other containers' root
+ * filesystems) are not pinned inside this container, and refuses an explicit
+ * rprivate ("must use either propagation mode rslave or rshared when mount
+ * source is within the daemon root"). cri-dockerd leaves it unset too.
+ */
+const PROPAGATION: Record<MountSpec["propagation"], "rslave" | "rshared" | undefined> = {
+  private: undefined,
   "host-to-container": "rslave",
   bidirectional: "rshared",
 };
@@ -129,7 +138,7 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
         Target: m.containerPath,
         ReadOnly: m.readonly,
         BindOptions: {
-          Propagation: PROPAGATION[m.propagation],
+          ...(PROPAGATION[m.propagation] ? { Propagation: PROPAGATION[m.propagation] } : {}),
           CreateMountpoint: true,
           ...(m.readonly && !m.recursiveReadOnly ? { ReadOnlyNonRecursive: true } : {}),
           ...(m.recursiveReadOnly ? { ReadOnlyForceRecursive: true } : {}),
@@ -137,7 +146,7 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
       });
       continue;
     }
-    const options = [m.readonly ? "ro" : "rw", PROPAGATION[m.propagation]];
+    const options = [m.readonly ? "ro" : "rw", ...(PROPAGATION[m.propagation] ? [PROPAGATION[m.propagation]!] : [])];
     if (relabel) options.push("z");
     result.binds.push(`${source}:${m.containerPath}:${options.join(",")}`);
   }

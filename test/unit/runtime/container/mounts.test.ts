@@ -12,7 +12,7 @@ const mount = (over: Partial<MountSpec> = {}): MountSpec => ({
 
 t.test("engines before API 1.44 get Binds, whose ro is non-recursive there", async (t) => {
   const out = await dockerMountsFor([mount({ readonly: true }), mount({ containerPath: "/w", propagation: "host-to-container" })], "1.41", false);
-  t.same(out.binds, ["/nonexistent-cridock-unit/data:/data:ro,rprivate", "/nonexistent-cridock-unit/data:/w:rw,rslave"]);
+  t.same(out.binds, ["/nonexistent-cridock-unit/data:/data:ro", "/nonexistent-cridock-unit/data:/w:rw,rslave"]);
   t.same(out.mounts, []);
   await t.rejects(dockerMountsFor([mount({ readonly: true, recursiveReadOnly: true })], "1.43", false), {
     code: "UNIMPLEMENTED",
@@ -28,21 +28,21 @@ t.test("API 1.44 and newer: Mount API binds that say which read-only is meant", 
   );
   t.same(out.binds, []);
   t.same(out.mounts, [
-    { Type: "bind", Source: "/nonexistent-cridock-unit/data", Target: "/data", ReadOnly: true, BindOptions: { Propagation: "rprivate", CreateMountpoint: true, ReadOnlyNonRecursive: true } },
-    { Type: "bind", Source: "/nonexistent-cridock-unit/data", Target: "/rro", ReadOnly: true, BindOptions: { Propagation: "rprivate", CreateMountpoint: true, ReadOnlyForceRecursive: true } },
+    { Type: "bind", Source: "/nonexistent-cridock-unit/data", Target: "/data", ReadOnly: true, BindOptions: { CreateMountpoint: true, ReadOnlyNonRecursive: true } },
+    { Type: "bind", Source: "/nonexistent-cridock-unit/data", Target: "/rro", ReadOnly: true, BindOptions: { CreateMountpoint: true, ReadOnlyForceRecursive: true } },
     { Type: "bind", Source: "/nonexistent-cridock-unit/data", Target: "/rw", ReadOnly: false, BindOptions: { Propagation: "rshared", CreateMountpoint: true } },
   ]);
 });
 
 t.test("SELinux relabelling stays a Bind (only Binds carry z) where the engine relabels", async (t) => {
   const out = await dockerMountsFor([mount({ selinuxRelabel: true, readonly: true })], "1.56", true);
-  t.same(out.binds, ["/nonexistent-cridock-unit/data:/data:ro,rprivate,z"]);
+  t.same(out.binds, ["/nonexistent-cridock-unit/data:/data:ro,z"]);
   t.same(out.mounts, []);
   const none = await dockerMountsFor([mount({ selinuxRelabel: true, readonly: true })], "1.56", false);
   t.same(none.binds, [], "an engine without SELinux support would ignore z: the mount keeps its exact read-only meaning");
   t.equal(none.mounts[0]?.BindOptions?.ReadOnlyNonRecursive, true);
   const old = await dockerMountsFor([mount({ selinuxRelabel: true, readonly: true })], "1.41", false);
-  t.same(old.binds, ["/nonexistent-cridock-unit/data:/data:ro,rprivate"]);
+  t.same(old.binds, ["/nonexistent-cridock-unit/data:/data:ro"]);
 });
 
 t.test("recursive read-only is checked before the engine is asked", async (t) => {
