@@ -167,7 +167,8 @@ start_node_cridock() {
       --docker-endpoint="unix://$NODE_SUITE_DOCKER_SOCKET"
       --pod-infra-container-image="registry.k8s.io/pause:$KUBEADM_PAUSE_VERSION"
       --cri-dockerd-root-directory="$NODE_SUITE_STATE_DIR/cri-dockerd"
-      --network-plugin=cni --cni-conf-dir="$cni_dir" --cni-cache-dir="$NODE_SUITE_STATE_DIR/cni/cache"
+      # Debian's CNI plugins, which cridock finds by itself; cri-dockerd looks in /opt/cni/bin alone.
+      --network-plugin=cni --cni-bin-dir=/usr/lib/cni --cni-conf-dir="$cni_dir" --cni-cache-dir="$NODE_SUITE_STATE_DIR/cni/cache"
       --streaming-bind-addr=127.0.0.1)
   else
     cridock_command "$NODE_SUITE_STATE_DIR" "$NODE_SUITE_CRI_SOCKET" "$NODE_SUITE_DOCKER_SOCKET" "$cni_dir"
