@@ -20,15 +20,6 @@ SOURCE="$CRIDOCK_REPO_ROOT/scripts/env/cadvisor/main.go"
 CADVISOR_MODULE="github.com/google/cadvisor"
 BUILD_LOG="$ENV_LOG_DIR/cadvisor-build.log"
 
-# required_version GO MODULE: the version of MODULE k8s.io/kubernetes' go.mod requires.
-required_version() {
-  local gomod version
-  gomod="$(go_mod_file "$1" "$MODULE@$KUBERNETES_VERSION")"
-  version="$(sed -n "s#^[[:space:]]*$2 \(v[^[:space:]]*\).*#\1#p" "$gomod" | head -n 1)"
-  [[ -n "$version" ]] || die "$MODULE@$KUBERNETES_VERSION's go.mod requires no $2"
-  echo "$version"
-}
-
 build() {
   local go="$1" version="$2" dir="$3" scratch
   scratch="$(mktemp -d /tmp/cridock-cadvisor.XXXXXX)"
@@ -39,7 +30,7 @@ build() {
   (
     cd "$scratch"
     "$go" mod init cridock.local/cadvisor
-    "$go" get "$CADVISOR_MODULE@$version" "k8s.io/klog/v2@$(required_version "$go" k8s.io/klog/v2)"
+    "$go" get "$CADVISOR_MODULE@$version" "k8s.io/klog/v2@$(kubernetes_required_version "$go" k8s.io/klog/v2)"
     "$go" mod tidy
     "$go" list -m -f '{{.Version}}' "$CADVISOR_MODULE" | grep -qx "$version" ||
       { echo "the module graph holds cAdvisor $("$go" list -m -f '{{.Version}}' "$CADVISOR_MODULE"), not $version"; exit 1; }
@@ -57,7 +48,7 @@ main() {
   mkdir -p "$ENV_LOG_DIR"
   local go version dir
   go="$(find_go "the cAdvisor stats server")"
-  version="$(required_version "$go" "$CADVISOR_MODULE")"
+  version="$(kubernetes_required_version "$go" "$CADVISOR_MODULE")"
   dir="$CRIDOCK_TOOLS_DIR/cadvisor/$version-$(sha256sum "$SOURCE" | cut -c1-12)/bin"
   tool_lock cadvisor
   [[ -x "$dir/cadvisor" ]] || build "$go" "$version" "$dir"

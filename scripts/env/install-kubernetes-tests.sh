@@ -44,15 +44,6 @@ tests_complete() {
   done
 }
 
-# pinned_ginkgo GO: the ginkgo v2 version k8s.io/kubernetes' own go.mod requires.
-pinned_ginkgo() {
-  local gomod version
-  gomod="$(go_mod_file "$1" "$MODULE@$KUBERNETES_VERSION")"
-  version="$(sed -n "s#^[[:space:]]*$GINKGO_MODULE \(v[^[:space:]]*\).*#\1#p" "$gomod" | head -n 1)"
-  [[ -n "$version" ]] || die "$MODULE@$KUBERNETES_VERSION's go.mod requires no $GINKGO_MODULE"
-  echo "$version"
-}
-
 build_tests() {
   local go="$1" scratch ginkgo started pkg
   scratch="$(mktemp -d /tmp/cridock-kubernetes-tests.XXXXXX)"
@@ -61,7 +52,7 @@ build_tests() {
   log "building Kubernetes $KUBERNETES_VERSION's e2e.test, e2e_node.test, ginkgo and the test images' programs: tens of minutes cold on 2 cores, several GB to link; log: $BUILD_LOG"
   started="$SECONDS"
   write_kubernetes_module "$go" "$scratch"
-  ginkgo="$(pinned_ginkgo "$go")"
+  ginkgo="$(kubernetes_required_version "$go" "$GINKGO_MODULE")"
   mkdir -p "$scratch/out"
   (
     cd "$scratch"

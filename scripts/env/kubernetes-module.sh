@@ -36,6 +36,16 @@ go_mod_file() {
   "$1" mod download -json "$2" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p'
 }
 
+# kubernetes_required_version GO MODULE: the version of MODULE that
+# k8s.io/kubernetes' go.mod requires (the one kubelet and the suites link).
+kubernetes_required_version() {
+  local gomod version
+  gomod="$(go_mod_file "$1" "$MODULE@$KUBERNETES_VERSION")"
+  version="$(sed -n "s#^[[:space:]]*$2 \(v[^[:space:]]*\).*#\1#p" "$gomod" | head -n 1)"
+  [[ -n "$version" ]] || die "$MODULE@$KUBERNETES_VERSION's go.mod requires no $2"
+  echo "$version"
+}
+
 # write_kubernetes_module GO DIR: the scratch module's go.mod and a main.go
 # whose blank imports keep `go mod tidy` from dropping what the build needs.
 write_kubernetes_module() {

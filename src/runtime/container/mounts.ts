@@ -131,6 +131,7 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
     const source = await realpath(m.hostPath).catch(() => m.hostPath);
     if (source.includes(":")) throw invalidArgument(`mount host_path ${m.hostPath} resolves to "${source}", which contains ":"`);
     const relabel = m.selinuxRelabel && engineRelabels;
+    const propagation = PROPAGATION[m.propagation];
     if (mountApi && !relabel) {
       result.mounts.push({
         Type: "bind",
@@ -138,7 +139,7 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
         Target: m.containerPath,
         ReadOnly: m.readonly,
         BindOptions: {
-          ...(PROPAGATION[m.propagation] ? { Propagation: PROPAGATION[m.propagation] } : {}),
+          ...(propagation ? { Propagation: propagation } : {}),
           CreateMountpoint: true,
           ...(m.readonly && !m.recursiveReadOnly ? { ReadOnlyNonRecursive: true } : {}),
           ...(m.recursiveReadOnly ? { ReadOnlyForceRecursive: true } : {}),
@@ -146,7 +147,7 @@ export async function dockerMountsFor(mounts: readonly MountSpec[], apiVersion: 
       });
       continue;
     }
-    const options = [m.readonly ? "ro" : "rw", ...(PROPAGATION[m.propagation] ? [PROPAGATION[m.propagation]!] : [])];
+    const options = [m.readonly ? "ro" : "rw", ...(propagation ? [propagation] : [])];
     if (relabel) options.push("z");
     result.binds.push(`${source}:${m.containerPath}:${options.join(",")}`);
   }
