@@ -55,17 +55,6 @@ remove_crictl_link() {
   rm -f "$stamp"
 }
 
-# delete_bridge NAME: only when no interface is still attached to it (a pod still running keeps it).
-delete_bridge() {
-  local bridge="$1"
-  ip link show "$bridge" >/dev/null 2>&1 || return 0
-  if [[ -n "$(ip -o link show master "$bridge" 2>/dev/null)" ]]; then
-    log "bridge $bridge still has interfaces attached; leaving it"
-    return 0
-  fi
-  ip link delete "$bridge" type bridge && log "deleted bridge $bridge"
-}
-
 main() {
   require_root
   local purge=0
@@ -96,6 +85,9 @@ main() {
   # bridge for the next one.
   local bridge
   for bridge in cridock-t0 cridock-sb0 cridock-f0; do delete_bridge "$bridge"; done
+  # The scratch mounts and e2e bridges of test files that did not get to
+  # their own cleanup.
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/killed-run.sh"
   if ((purge)); then
     rm -rf "$ENV_STATE_DIR"
     log "removed $ENV_STATE_DIR"

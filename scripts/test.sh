@@ -110,6 +110,10 @@ prepare() {
   require_root
   ensure_node_modules
   load_plan "$@"
+  # An earlier run killed in the middle (on this machine, CI's or a
+  # developer's) may have left pinned namespaces and a bridge that the
+  # suites' leak checks would count as theirs.
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/killed-run.sh"
   bash "$CRIDOCK_REPO_ROOT/scripts/env/setup.sh"
   start_prebuild "${PLAN_PREBUILD[@]}"
 }

@@ -173,6 +173,17 @@ stop_daemon() {
 }
 
 # wait_until SECONDS COMMAND...: polls COMMAND every 0.2 s until it succeeds.
+# delete_bridge NAME: only when no interface is still attached to it (a pod still running keeps it).
+delete_bridge() {
+  local bridge="$1"
+  ip link show "$bridge" >/dev/null 2>&1 || return 0
+  if [[ -n "$(ip -o link show master "$bridge" 2>/dev/null)" ]]; then
+    log "bridge $bridge still has interfaces attached; leaving it"
+    return 0
+  fi
+  ip link delete "$bridge" type bridge && log "deleted bridge $bridge"
+}
+
 wait_until() {
   local seconds="$1" i; shift
   for ((i = 0; i < seconds * 5; i++)); do

@@ -120,6 +120,7 @@ export class KubeletEnv {
     const env = new KubeletEnv(options, await mkdtemp(join(tmpdir(), "cridock-e2e-")));
     await Promise.all([mkdir(env.manifests), mkdir(env.podLogs), mkdir(env.kubeletRoot)]);
     try {
+      refuseOccupiedBridge(options.bridge ?? E2E_BRIDGE);
       env.cni = await makeCniConfDir({ bridge: options.bridge ?? E2E_BRIDGE, subnet: options.subnet ?? E2E_SUBNET, networkName: E2E_NETWORK });
       env.dockerd = await privateDockerd({ bridge: options.dockerBridge ?? E2E_DOCKER_BRIDGE });
       await env.dockerd.start();
@@ -463,4 +464,23 @@ async function removeAllPods(cridock: CridockProcess): Promise<void> {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Every environment deletes its bridge at the end, so one that still has
+ * interfaces at the start holds the pods of a run killed before its cleanup
+ * (their namespaces pinned under its scratch directory): the leak checks
+ * would count them as this run's. Said at once, with the way out.
+ */
+function refuseOccupiedBridge(bridge: string): void {
+  let attached = "";
+  try {
+    attached = execFileSync("ip", ["-o", "link", "show", "master", bridge], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+  } catch {
+    return; // no such bridge yet
+  }
+  if (attached) {
+    const count = attached.split("\n").length;
+    throw new Error(`bridge ${bridge} already has ${count} interface(s) attached, left by a killed earlier run: scripts/env/killed-run.sh clears them`);
+  }
 }
