@@ -14,6 +14,7 @@
  *
  *   tsx scripts/build/bundle.ts                 (npm run build; npm's prepack runs it)
  *   tsx scripts/build/bundle.ts ENTRY OUTFILE   (another entry point, relative to the package root)
+ *   CRIDOCK_BUNDLE_SOURCEMAP=1 …               (also OUTFILE.map, for reading CPU profiles)
  */
 import { build, type BuildOptions, type Plugin } from "esbuild";
 import { readFileSync } from "node:fs";
@@ -69,11 +70,14 @@ export async function buildBundle(outfile = "dist/cridock.js", entry = "src/main
     entryPoints: [entry],
     outfile,
     format: "esm",
+    // For reading CPU profiles by module (scripts/bench/cpu-profile-report.ts): a map beside the
+    // bundle, the bundle itself unchanged (no reference to it), and never shipped.
+    sourcemap: process.env.CRIDOCK_BUNDLE_SOURCEMAP === "1" ? "external" : false,
     // Dependencies written as CommonJS call require(): give the ES module one.
     banner: { js: 'import { createRequire as __cridockCreateRequire } from "node:module"; const require = __cridockCreateRequire(import.meta.url);' },
   });
   const meta = result.metafile!;
-  const bytes = Object.values(meta.outputs).reduce((sum, o) => sum + o.bytes, 0);
+  const bytes = Object.entries(meta.outputs).reduce((sum, [name, o]) => (name.endsWith(".map") ? sum : sum + o.bytes), 0);
   return { bytes, modules: Object.keys(meta.inputs).length };
 }
 
