@@ -28,6 +28,9 @@
  * over the deletion, and its RSS idle (images pulled) and after the burst.
  * cri-dockerd refuses engines older than API 1.42 (Debian's 20.10 is 1.41):
  * point CRIDOCK_TEST_DOCKERD_BIN at an Engine 29 build for that comparison.
+ * Every arm also prints its CPU over the burst and over the deletion by
+ * thread (lib/proc-usage.ts: the main thread, V8's four platform workers,
+ * the other threads) with its live helper processes apart.
  * Each cridock arm also prints its resident memory split (anonymous and
  * file-backed, from smaps_rollup) idle, after the burst and after the
  * deletion.
@@ -75,7 +78,7 @@ import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../../test/helpers/env.ts";
 import type { Samples } from "../../test/helpers/metrics-scrape.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { parseExposition } from "../../test/helpers/metrics-scrape.ts";
-import { residentSplit, rssMb, treeCpuSeconds, type ResidentSplit } from "./lib/proc-usage.ts";
+import { formatThreadCpu, residentSplit, rssMb, threadCpuDelta, threadCpuSeconds, treeCpuSeconds, type ResidentSplit } from "./lib/proc-usage.ts";
 
 const { values } = parseArgs({
   options: {
@@ -364,6 +367,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     await heapSnapshot(pid, "idle");
     const scrapeBefore = metrics ? await env.metrics() : undefined;
     const cpuBefore = cpuSeconds(pid);
+    const threadsBefore = threadCpuSeconds(pid);
     const written = new Map<string, number>();
     const from = Date.now();
     await Promise.all(
@@ -398,6 +402,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
       worstVersionMs: 0,
       deletionS: 0,
     };
+    const threadsBurst = threadCpuDelta(threadsBefore, threadCpuSeconds(pid));
     const splitAfter = await residentSplit(pid);
     const runningMonotonic = monotonicMicros();
     await heapSnapshot(pid, "after the burst");
@@ -424,12 +429,14 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     const deleting = Date.now();
     const deletingMonotonic = monotonicMicros();
     const cpuBeforeDelete = cpuSeconds(pid);
+    const threadsBeforeDelete = threadCpuSeconds(pid);
     const faultsBeforeDelete = minorFaults(pid);
     for (const name of names) await env.deletePod(name);
     const gone = Date.now() + 180_000;
     while ((await env.runningPodContainers()) > 0 && Date.now() < gone) await sleep(500);
     result.deleteCpuS = cpuSeconds(pid) - cpuBeforeDelete;
     result.deleteMinorFaults = minorFaults(pid) - faultsBeforeDelete;
+    const threadsDeletion = threadCpuDelta(threadsBeforeDelete, threadCpuSeconds(pid));
     sampling = false;
     await sampler;
     result.worstVersionMs = worstVersion;
@@ -444,6 +451,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
         `slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile` +
         (loopDelay === undefined ? "" : `; cridock's longest event-loop delay ${(loopDelay * 1000).toFixed(1)} ms`),
     );
+    console.log(`[${arm.name}] CPU by thread over the burst: ${formatThreadCpu(threadsBurst)}; over the deletion: ${formatThreadCpu(threadsDeletion)}`);
     if (isCridock(arm)) {
       await sleep(2000);
       console.log(`[${arm.name}] pid ${pid}: idle ${formatSplit(splitIdle)}; after the burst ${formatSplit(splitAfter)}; after the deletion ${formatSplit(await residentSplit(pid))}`);

@@ -4,6 +4,7 @@
  * The benchmarks measure cridock and cri-dockerd the same way through these.
  */
 import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 
 /** USER_HZ: the unit of utime and stime in /proc/<pid>/stat (100 on Linux). */
@@ -11,10 +12,7 @@ const TICKS_PER_SECOND = 100;
 
 /** CPU seconds (user + system, all threads) the process has used so far. */
 export async function cpuSeconds(pid: number): Promise<number> {
-  // The command name may hold spaces and parentheses: fields start after the last ") ".
-  const stat = await readFile(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+  return statSeconds(await readFile(`/proc/${pid}/stat`, "utf8"));
 }
 
 /**
@@ -106,4 +104,77 @@ export async function residentSplit(pid: number): Promise<ResidentSplit> {
   const rss = kb("Rss") / 1024;
   const anonymous = kb("Anonymous") / 1024;
   return { rss, anonymous, fileBacked: rss - anonymous };
+}
+
+/** CPU seconds of a process by kind of thread, with its live direct children apart. */
+export interface ThreadCpu {
+  main: number;
+  /** V8's platform workers: the garbage collector's and the compiler's background work. */
+  v8Workers: number;
+  /** Every other thread: libuv's pool, Node's platform scheduler, worker threads. */
+  other: number;
+  /** The live direct children (cridock's spawn helpers), all their threads. */
+  children: number;
+}
+
+/** node's --v8-pool-size default: the platform worker threads it starts right after the main thread. */
+const V8_POOL_SIZE = 4;
+
+/**
+ * Reads each thread's utime and stime (/proc/<pid>/task/<tid>/stat). Node 20
+ * names no thread, so V8's workers are told by their order: node starts them
+ * (four) before any other thread, so they have the next thread ids after the
+ * main thread's. A thread that ended between two readings drops out of the
+ * second: Node's threads live as long as the process.
+ */
+export function threadCpuSeconds(pid: number): ThreadCpu {
+  const out: ThreadCpu = { main: 0, v8Workers: 0, other: 0, children: 0 };
+  let tids: number[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`)
+      .map(Number)
+      .sort((a, b) => a - b);
+  } catch {
+    return out;
+  }
+  const children = new Set<number>();
+  tids.forEach((tid, i) => {
+    try {
+      const seconds = statSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"));
+      if (tid === pid) out.main += seconds;
+      else if (i <= V8_POOL_SIZE) out.v8Workers += seconds;
+      else out.other += seconds;
+      for (const c of readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean)) children.add(Number(c));
+    } catch {
+      // the thread ended meanwhile
+    }
+  });
+  for (const child of children) {
+    try {
+      out.children += statSeconds(readFileSync(`/proc/${child}/stat`, "utf8"));
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return out;
+}
+
+/** utime + stime of a stat line, in seconds (the command name may hold spaces and parentheses: fields start after the last ") "). */
+function statSeconds(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+/** `after` − `before`, thread kind by thread kind. */
+export function threadCpuDelta(before: ThreadCpu, after: ThreadCpu): ThreadCpu {
+  return {
+    main: after.main - before.main,
+    v8Workers: after.v8Workers - before.v8Workers,
+    other: after.other - before.other,
+    children: after.children - before.children,
+  };
+}
+
+export function formatThreadCpu(t: ThreadCpu): string {
+  return `main thread ${t.main.toFixed(2)} s, V8 workers ${t.v8Workers.toFixed(2)} s, other threads ${t.other.toFixed(2)} s, helper processes ${t.children.toFixed(2)} s`;
 }
