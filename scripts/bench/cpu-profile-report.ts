@@ -9,7 +9,7 @@
  *
  *   npx tsx scripts/bench/cpu-profile-report.ts PROFILE [--map dist/cridock.js.map] [--from µs] [--to µs] [--top 15]
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { summarize, type CpuProfile, type SourceMap } from "./lib/cpu-profile-summary.ts";
 
@@ -34,6 +34,10 @@ const micros = (name: string, v: string | undefined) => {
   return n;
 };
 const mapFile = values.map ?? (existsSync("dist/cridock.js.map") ? "dist/cridock.js.map" : undefined);
+// A map from another build than the profiled bundle names the wrong modules.
+if (mapFile && !values.map && existsSync("dist/cridock.js") && statSync("dist/cridock.js").mtimeMs > statSync(mapFile).mtimeMs + 60_000) {
+  console.error(`warning: ${mapFile} is older than dist/cridock.js (built without CRIDOCK_BUNDLE_SOURCEMAP=1 since?): its modules may not match the profile`);
+}
 const profile = JSON.parse(readFileSync(positionals[0]!, "utf8")) as CpuProfile;
 const map = mapFile ? (JSON.parse(readFileSync(mapFile, "utf8")) as SourceMap) : undefined;
 const top = Number(values.top);

@@ -28,9 +28,9 @@
  * over the deletion, and its RSS idle (images pulled) and after the burst.
  * cri-dockerd refuses engines older than API 1.42 (Debian's 20.10 is 1.41):
  * point CRIDOCK_TEST_DOCKERD_BIN at an Engine 29 build for that comparison.
- * Every arm also prints its CPU over the burst and over the deletion by
- * thread (lib/proc-usage.ts: the main thread, V8's four platform workers,
- * the other threads) with its live helper processes apart.
+ * Each cridock arm also prints its CPU over the burst and over the deletion
+ * by thread (lib/proc-usage.ts: the main thread, V8's four platform
+ * workers, the other threads) with its live helper processes apart.
  * Each cridock arm also prints its resident memory split (anonymous and
  * file-backed, from smaps_rollup) idle, after the burst and after the
  * deletion.
@@ -285,6 +285,8 @@ async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<Ste
   const runtimeCpuS = (await treeCpuSeconds(pid)) - runtimeBefore;
   const engineCpuS = (await engineCpu()) - engineBefore;
   const to = monotonicMicros();
+  // The pods held a while, nothing starting or stopping: the memory they cost at rest.
+  const rssHeld = await rssMb(pid);
   const relistAfter = await plegRelists(env);
   if (scrapeBefore) {
     const scrapeAfter = await env.metrics();
@@ -308,7 +310,7 @@ async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<Ste
   };
   console.log(
     `[${arm.name}] steady ${STEADY_S} s with ${PODS} pods: runtime CPU ${runtimeCpuS.toFixed(2)} s ` +
-      `(${((runtimeCpuS / STEADY_S) * 100).toFixed(1)}% of a core), dockerd ${engineCpuS.toFixed(2)} s; ` +
+      `(${((runtimeCpuS / STEADY_S) * 100).toFixed(1)}% of a core), dockerd ${engineCpuS.toFixed(2)} s; RSS at its end ${rssHeld.toFixed(1)} MB; ` +
       `PLEG relist mean ${result.plegRelistMs.toFixed(1)} ms over ${relistAfter.count - relistBefore.count}; ` +
       `then Summary API ${result.summaryMs.toFixed(0)} ms, ListContainers ${result.listContainersMs.toFixed(1)} ms, ` +
       `ListPodSandbox ${result.listSandboxesMs.toFixed(1)} ms (medians of 5)` +
@@ -451,8 +453,8 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
         `slowest Version ${worstVersion.toFixed(1)} ms, slowest Status ${worstStatus.toFixed(1)} ms meanwhile` +
         (loopDelay === undefined ? "" : `; cridock's longest event-loop delay ${(loopDelay * 1000).toFixed(1)} ms`),
     );
-    console.log(`[${arm.name}] CPU by thread over the burst: ${formatThreadCpu(threadsBurst)}; over the deletion: ${formatThreadCpu(threadsDeletion)}`);
     if (isCridock(arm)) {
+      console.log(`[${arm.name}] CPU by thread over the burst: ${formatThreadCpu(threadsBurst)}; over the deletion: ${formatThreadCpu(threadsDeletion)}`);
       await sleep(2000);
       console.log(`[${arm.name}] pid ${pid}: idle ${formatSplit(splitIdle)}; after the burst ${formatSplit(splitAfter)}; after the deletion ${formatSplit(await residentSplit(pid))}`);
       console.log(

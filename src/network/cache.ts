@@ -27,6 +27,9 @@ export interface CacheEntry {
 const TEMPORARY = /^.+-.+-.+\.[0-9a-f]{8}\.tmp$/;
 
 export class CniCache {
+  /** Whether results/ was made (or found) by this process. */
+  private resultsDirMade = false;
+
   constructor(readonly directory: string) {}
 
   private path(networkName: string, containerId: string, ifName: string): string {
@@ -35,10 +38,25 @@ export class CniCache {
 
   async write(entry: CacheEntry): Promise<void> {
     const target = this.path(entry.networkName, entry.containerId, entry.ifName);
-    await mkdir(join(this.directory, "results"), { recursive: true, mode: 0o700 });
     const temp = `${target}.${randomBytes(4).toString("hex")}.tmp`;
-    await writeFile(temp, JSON.stringify(entry), { mode: 0o600 });
+    const text = JSON.stringify(entry);
+    // The directory is made at the first write, and again only when it went
+    // missing: a pod's ADD writes four times (a burst of 110 pods made 440
+    // mkdir calls, each a round of libuv's pool).
+    if (!this.resultsDirMade) await this.makeResultsDir();
+    try {
+      await writeFile(temp, text, { mode: 0o600 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      await this.makeResultsDir();
+      await writeFile(temp, text, { mode: 0o600 });
+    }
     await rename(temp, target);
+  }
+
+  private async makeResultsDir(): Promise<void> {
+    await mkdir(join(this.directory, "results"), { recursive: true, mode: 0o700 });
+    this.resultsDirMade = true;
   }
 
   async read(networkName: string, containerId: string, ifName: string): Promise<CacheEntry | undefined> {

@@ -143,4 +143,8 @@ t.test("result cache round trip", async (t) => {
   t.same(await cache.read("net", "abc", "eth0"), entry);
   await cache.remove("net", "abc", "eth0");
   t.equal(await cache.read("net", "abc", "eth0"), undefined);
+  // The directory is made once; one removed meanwhile (an operator's cleanup) is made again.
+  await rm(join(dir, "results"), { recursive: true });
+  await cache.write(entry);
+  t.same(await cache.read("net", "abc", "eth0"), entry, "a write after results/ went missing makes it again");
 });
