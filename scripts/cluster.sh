@@ -170,14 +170,6 @@ cluster_up() {
 
 # --- down -------------------------------------------------------------------
 
-# unmount_under DIR: what is mounted below DIR, deepest first.
-unmount_under() {
-  local mount
-  while read -r mount; do
-    umount -l "$mount" 2>/dev/null || true
-  done < <(awk -v root="$1/" 'index($2, root) == 1 { print $2 }' /proc/self/mounts | sort -r)
-}
-
 # The chains kube-proxy made (its own --cleanup knows them all), and kubelet's
 # canary and hint chains unless another kubelet on this host still uses them.
 remove_iptables_chains() {
@@ -207,7 +199,7 @@ remove_created() {
   local path
   while IFS= read -r path; do
     [[ -n "$path" ]] || continue
-    unmount_under "$path"
+    unmount_beneath "$path"
     rm -rf "$path"
   done < <(tac "$CREATED_STAMP")
 }
@@ -249,9 +241,9 @@ cluster_down() {
   stop_daemon cluster-dockerd 60
   remove_iptables_chains
   restore_sysctls
-  unmount_under "$KUBEADM_KUBELET_DIR"
-  unmount_under "$CLUSTER_RUN_DIR"
-  unmount_under "$CLUSTER_STATE_DIR"
+  unmount_beneath "$KUBEADM_KUBELET_DIR"
+  unmount_beneath "$CLUSTER_RUN_DIR"
+  unmount_beneath "$CLUSTER_STATE_DIR"
   local bridge
   for bridge in "$CLUSTER_CNI_BRIDGE" "$CLUSTER_DOCKER_BRIDGE"; do
     ip link show "$bridge" >/dev/null 2>&1 && ip link delete "$bridge" type bridge

@@ -164,7 +164,7 @@ run_node() {
   node_suite_down
   trap - EXIT
   if ! "$kubelet_root_existed"; then
-    node_unmount_under "$NODE_SUITE_KUBELET_ROOT"
+    unmount_beneath "$NODE_SUITE_KUBELET_ROOT"
     rm -rf "$NODE_SUITE_KUBELET_ROOT"
   fi
   rm -rf "$dir/path" "$dir/work" "$dir/kubelet-bin"

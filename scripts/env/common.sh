@@ -172,18 +172,34 @@ stop_daemon() {
   log "stopped $name"
 }
 
-# wait_until SECONDS COMMAND...: polls COMMAND every 0.2 s until it succeeds.
+# mounts_beneath DIR: the mount points strictly beneath DIR, one a line
+# (the octal escapes of blanks stay, as no directory of ours has one).
+mounts_beneath() { awk -v d="$1/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo; }
+
+# unmount_beneath DIR: lazily unmounts what is mounted beneath DIR, the
+# deepest first (a path sorts after its parent, so reversed it comes first).
+unmount_beneath() {
+  local point
+  while IFS= read -r point; do
+    umount -l "$point" 2>/dev/null || true
+  done < <(mounts_beneath "$1" | sort -r)
+}
+
+# bridge_ports NAME: the interfaces attached to bridge NAME, one a line (none when it does not exist).
+bridge_ports() { ip -o link show master "$1" 2>/dev/null || true; }
+
 # delete_bridge NAME: only when no interface is still attached to it (a pod still running keeps it).
 delete_bridge() {
   local bridge="$1"
   ip link show "$bridge" >/dev/null 2>&1 || return 0
-  if [[ -n "$(ip -o link show master "$bridge" 2>/dev/null)" ]]; then
+  if [[ -n "$(bridge_ports "$bridge")" ]]; then
     log "bridge $bridge still has interfaces attached; leaving it"
     return 0
   fi
   ip link delete "$bridge" type bridge && log "deleted bridge $bridge"
 }
 
+# wait_until SECONDS COMMAND...: polls COMMAND every 0.2 s until it succeeds.
 wait_until() {
   local seconds="$1" i; shift
   for ((i = 0; i < seconds * 5; i++)); do

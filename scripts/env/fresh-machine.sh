@@ -59,7 +59,7 @@ remove_caches() {
   for dir in "$CRIDOCK_TOOLS_DIR" /var/lib/docker /var/lib/containerd; do
     [[ -e "$dir" ]] || continue
     # A mount a killed engine left would make rm fail half-way.
-    awk -v root="$dir/" 'index($2, root) == 1 { print $2 }' /proc/self/mounts | sort -r | xargs -r -n1 umount -l
+    unmount_beneath "$dir"
     rm -rf "$dir" && log "removed $dir"
   done
 }

@@ -31,20 +31,15 @@ SCRATCH_PARENT="${SCRATCH_PARENT%/}"
 # CNI network's and its private dockerd's (its own test names others).
 read -ra E2E_BRIDGES <<<"${CRIDOCK_KILLED_RUN_BRIDGES:-cridock-e2e0 cridock-e2ed}"
 
-# mount_points: every mount point of this mount namespace, one a line
-# (mountinfo's fifth field; the octal escapes of blanks stay, as no scratch
-# directory of ours has one).
-mount_points() { awk '{ print $5 }' /proc/self/mountinfo; }
-
 # scratch_dirs_with_mounts: the scratch directories ($SCRATCH_PARENT/cridock-*)
 # that have something mounted under them.
 scratch_dirs_with_mounts() {
-  mount_points | awk -v parent="$SCRATCH_PARENT/" '
-    index($0, parent "cridock-") == 1 {
-      rest = substr($0, length(parent) + 1)
+  awk -v parent="$SCRATCH_PARENT/" '
+    index($5, parent "cridock-") == 1 {
+      rest = substr($5, length(parent) + 1)
       sub(/\/.*/, "", rest)
       print parent rest
-    }' | sort -u
+    }' /proc/self/mountinfo | sort -u
 }
 
 # in_use DIR: whether a live process names DIR in its command line or has
@@ -63,19 +58,16 @@ in_use() {
 # clear_scratch DIR: unmounts everything under DIR, deepest first, then
 # removes DIR (never crossing into another filesystem).
 clear_scratch() {
-  local dir="$1" point left
-  local -a points
-  mapfile -t points < <(mount_points | awk -v d="$dir" 'index($0, d "/") == 1 || $0 == d' | awk '{ print length($0) " " $0 }' | sort -rn | cut -d' ' -f2-)
-  for point in "${points[@]}"; do
-    umount -l "$point" 2>/dev/null || log "could not unmount $point"
-  done
-  left="$(mount_points | awk -v d="$dir" 'index($0, d "/") == 1 || $0 == d' | wc -l)"
+  local dir="$1" count left
+  count="$(mounts_beneath "$dir" | wc -l)"
+  unmount_beneath "$dir"
+  left="$(mounts_beneath "$dir" | wc -l)"
   if ((left > 0)); then
     log "$dir still has $left mount(s); leaving it"
     return 0
   fi
   rm -rf --one-file-system "$dir"
-  log "cleared $dir (${#points[@]} mount(s) a killed run left)"
+  log "cleared $dir ($count mount(s) a killed run left)"
 }
 
 # clear_e2e_bridges: deletes the e2e bridges once the veths of the
@@ -85,7 +77,7 @@ clear_e2e_bridges() {
   local bridge deadline=$((SECONDS + 15))
   for bridge in "${E2E_BRIDGES[@]}"; do
     ip link show "$bridge" >/dev/null 2>&1 || continue
-    while [[ -n "$(ip -o link show master "$bridge" 2>/dev/null)" ]] && ((SECONDS < deadline)); do sleep 0.5; done
+    while [[ -n "$(bridge_ports "$bridge")" ]] && ((SECONDS < deadline)); do sleep 0.5; done
     delete_bridge "$bridge"
   done
 }

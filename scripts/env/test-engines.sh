@@ -74,18 +74,16 @@ stop_engine() {
   # dockerd unmounts its exec root, and the bind mount of its data root onto
   # itself, on a clean stop; what a killed one left is unmounted here (else
   # teardown --purge cannot remove the data root: "Device or resource busy").
-  local run="$ENV_RUN_DIR/$name" data="$ENV_STATE_DIR/$name" dir mount
+  local run="$ENV_RUN_DIR/$name" data="$ENV_STATE_DIR/$name" dir
   for dir in "$run" "$data"; do
     [[ -d "$dir" ]] || continue
-    while read -r mount; do
-      umount -l "$mount" 2>/dev/null || true
-    done < <(awk -v root="$dir" '$2 == root || index($2, root "/") == 1 { print $2 }' /proc/self/mounts | sort -r)
+    unmount_beneath "$dir"
+    # The directory itself, as often as something is mounted on it.
+    while mountpoint -q "$dir" && umount -l "$dir" 2>/dev/null; do :; done
   done
   [[ -d "$run" ]] && rm -rf "$run"
   local bridge="${TEST_ENGINE_BRIDGE[$name]}"
-  if ip link show "$bridge" >/dev/null 2>&1 && [[ -z "$(ip -o link show master "$bridge" 2>/dev/null)" ]]; then
-    ip link delete "$bridge" type bridge && log "deleted bridge $bridge"
-  fi
+  delete_bridge "$bridge"
 }
 
 main() {

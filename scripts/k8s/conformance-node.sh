@@ -228,20 +228,13 @@ remove_node_containers() {
   [[ -z "$ids" ]] || DOCKER_HOST="unix://$NODE_SUITE_DOCKER_SOCKET" docker rm -f $ids >/dev/null 2>&1 || true
 }
 
-node_unmount_under() {
-  local mount
-  while read -r mount; do
-    umount -l "$mount" 2>/dev/null || true
-  done < <(awk -v root="$1/" 'index($2, root) == 1 { print $2 }' /proc/self/mounts | sort -r)
-}
-
 node_suite_down() {
   remove_node_containers
   stop_daemon node-e2e-cridock 30
   stop_daemon node-e2e-dockerd 60
-  node_unmount_under "$NODE_SUITE_KUBELET_ROOT"
-  node_unmount_under "$NODE_SUITE_RUN_DIR"
-  node_unmount_under "$NODE_SUITE_STATE_DIR"
+  unmount_beneath "$NODE_SUITE_KUBELET_ROOT"
+  unmount_beneath "$NODE_SUITE_RUN_DIR"
+  unmount_beneath "$NODE_SUITE_STATE_DIR"
   local bridge
   for bridge in "$NODE_SUITE_CNI_BRIDGE" "$NODE_SUITE_DOCKER_BRIDGE"; do
     ip link show "$bridge" >/dev/null 2>&1 && ip link delete "$bridge" type bridge

@@ -145,7 +145,7 @@ function classify(frame: ProfileNode["callFrame"], partOfBundle: (line: number, 
 
 /**
  * Sums the profile's samples between `from` and `to` (µs on its clock;
- * the whole profile without them) by part. `bundle` maps positions in the
+ * the whole profile without them) by part. `map` maps positions in the
  * bundle's URL (ending in `bundleName`) to sources.
  */
 export function summarize(profile: CpuProfile, options: { from?: number; to?: number; map?: SourceMap; bundleName?: string } = {}): Summary {

@@ -404,13 +404,7 @@ export class KubeletEnv {
   /** Everything that would be left behind by pods: one entry per kind of leak. */
   async leaks(): Promise<Record<string, string[]>> {
     const mountinfo = execFileSync("cat", ["/proc/self/mountinfo"], { encoding: "utf8" });
-    const veths = (() => {
-      try {
-        return execFileSync("ip", ["-o", "link", "show", "master", this.cni.bridge], { encoding: "utf8" }).split("\n").filter(Boolean);
-      } catch {
-        return [];
-      }
-    })();
+    const veths = bridgePorts(this.cni.bridge);
     const ipam = await readdir(join(this.cni.ipamDataDir, this.cni.networkName)).catch(() => [] as string[]);
     return {
       containers: this.podContainers(),
@@ -473,14 +467,19 @@ export function sleep(ms: number): Promise<void> {
  * would count them as this run's. Said at once, with the way out.
  */
 function refuseOccupiedBridge(bridge: string): void {
-  let attached = "";
-  try {
-    attached = execFileSync("ip", ["-o", "link", "show", "master", bridge], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
-  } catch {
-    return; // no such bridge yet
+  const attached = bridgePorts(bridge);
+  if (attached.length > 0) {
+    throw new Error(`bridge ${bridge} already has ${attached.length} interface(s) attached, left by a killed earlier run: scripts/env/killed-run.sh clears them`);
   }
-  if (attached) {
-    const count = attached.split("\n").length;
-    throw new Error(`bridge ${bridge} already has ${count} interface(s) attached, left by a killed earlier run: scripts/env/killed-run.sh clears them`);
+}
+
+/** The interfaces attached to `bridge` (`ip -o link` lines); none when it does not exist. */
+function bridgePorts(bridge: string): string[] {
+  try {
+    return execFileSync("ip", ["-o", "link", "show", "master", bridge], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })
+      .split("\n")
+      .filter(Boolean);
+  } catch {
+    return [];
   }
 }
