@@ -18,10 +18,10 @@
  *                               on ENGINE, one a line, relative to the repository
  *   vm-chain VM-SUITE...        the VM chain's steps of these suites (vmChainLines)
  *   vm-releases                 the Debian releases the chain boots
- *   vm-step ESTIMATE IN-PLACE AGE FIRST-ESTIMATE FIRST-TOOK HOST-ENDED BUDGET
+ *   vm-step ESTIMATE LENGTHENS AGE FIRST-ESTIMATE FIRST-TOOK HOST-ENDED BUDGET
  *                               whether a step after the chain's first starts
- *                               (vmStepDecision): `start EXPECTED-END` or
- *                               `skip REASON`
+ *                               (vmStepDecision; LENGTHENS is its chain line's
+ *                               column): `start EXPECTED-END` or `skip REASON`
  *
  * An unknown engine or suite is refused: one line on stderr, exit 1.
  *
@@ -113,6 +113,19 @@ export interface VmStep {
    * expects of it, scaled by how slow the first step was (vmStepDecision).
    */
   estimateS: number;
+  /**
+   * What in the step's files only the cgroup v2 node can test: nothing on
+   * the cgroup v1 host covers it. Such a step, booting a VM of its own,
+   * still starts once the host's suites have ended, when it fits the
+   * budget (vmStepDecision): where CI's time means choosing, the run keeps
+   * what only this node can run, and drops what the host already covers.
+   */
+  onlyHere?: string;
+}
+
+/** Whether the run may wait for this step once the host's suites have ended (vmStepDecision). */
+export function mayLengthenRun(step: Pick<VmStep, "inPlace" | "onlyHere">): boolean {
+  return step.inPlace === true || step.onlyHere !== undefined;
 }
 
 /**
@@ -142,8 +155,18 @@ export const VM_CHAIN: readonly VmStep[] = [
   { suite: "vm", node: "debian13", packageCycleIn: "debian13-docker29-containerd", estimateS: 1450 },
   { suite: "vm", node: "debian13-docker29", files: ["test/vm/validation.test.ts"], inPlace: true, estimateS: 260 },
   { suite: "vm", node: "debian13-docker29-containerd", files: ["test/vm/pods.test.ts"], inPlace: true, estimateS: 550 },
-  { suite: "vm-lifecycle", node: "debian13-docker29", estimateS: 1100 },
-  { suite: "vm-kubeadm", node: "debian12", estimateS: 500 },
+  {
+    suite: "vm-lifecycle",
+    node: "debian13-docker29",
+    estimateS: 1100,
+    onlyHere: "a node's reboots, and CheckpointContainer through CRIU, which fails on the host's kernel",
+  },
+  {
+    suite: "vm-kubeadm",
+    node: "debian12",
+    estimateS: 500,
+    onlyHere: "kubeadm's default systemd cgroup driver, and LimitedSwap, which kubelet allows on cgroup v2 alone",
+  },
   { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"], estimateS: 700 },
 ];
 
@@ -338,9 +361,10 @@ const PACKAGE_CYCLE_FILE = "test/vm/pods.test.ts";
 
 /**
  * The VM chain's steps of these suites as the lines scripts/suite/vm.sh
- * reads, one a step: `SUITE NODE DEBIAN ENGINE VM ESTIMATE CYCLE FILE...`,
- * where VM names the VM the step runs on: its own node's, or for an
- * in-place step the node's of the step that booted it; and CYCLE is `-`,
+ * reads, one a step: `SUITE NODE DEBIAN ENGINE VM ESTIMATE LENGTHENS CYCLE
+ * FILE...`, where VM names the VM the step runs on: its own node's, or for
+ * an in-place step the node's of the step that booted it; LENGTHENS is 1
+ * when the run may wait for the step (mayLengthenRun), else 0; CYCLE is `-`,
  * or the step (`vm@NODE`) that runs the package's upgrade cycle in its
  * stead. A file a step names must be one of its suite's, so that a renamed
  * file cannot quietly drop out of a run. An in-place step must follow,
@@ -369,7 +393,7 @@ export function vmChainLines(suites: string[], chain: readonly VmStep[], find: (
     }
     return { vm: inPlace ? vm!.name : node, files: files ?? all };
   });
-  return steps.map(({ suite, node, estimateS, packageCycleIn }, i) => {
+  return steps.map(({ suite, node, estimateS, packageCycleIn, inPlace, onlyHere }, i) => {
     const { vm, files } = placed[i]!;
     if (packageCycleIn !== undefined) {
       const taker = steps.findIndex((step, j) => j > i && step.node === packageCycleIn && step.inPlace && placed[j]!.vm === vm);
@@ -380,7 +404,8 @@ export function vmChainLines(suites: string[], chain: readonly VmStep[], find: (
       }
     }
     const { debian, engine } = VM_NODES[node];
-    return [suite, node, debian, engine, vm, estimateS, packageCycleIn === undefined ? "-" : `vm@${packageCycleIn}`, ...files].join(" ");
+    const cycle = packageCycleIn === undefined ? "-" : `vm@${packageCycleIn}`;
+    return [suite, node, debian, engine, vm, estimateS, mayLengthenRun({ inPlace, onlyHere }) ? 1 : 0, cycle, ...files].join(" ");
   });
 }
 
@@ -403,13 +428,15 @@ export type VmStepDecision = { start: true; expectedEndS: number } | { start: fa
  * estimate times the machine's pace: how much longer than its estimate the
  * first step took (never less than 1: a machine is not counted faster than
  * the one measured, and a first step that failed early says nothing). It
- * starts when it is expected to end within the budget; a step that boots a
- * VM of its own, besides, only while the host's suites still run, so that
- * it uses time the run takes anyway. An in-place step, the engines of
- * 2026 on the VM already up, may make the run wait for it. What does not
- * start is counted as skipped, with the reason.
+ * starts when it is expected to end within the budget. Once the host's
+ * suites have ended, only a step the run may wait for starts
+ * (mayLengthenRun: in place, the engines of 2026 on the VM already up, or
+ * one whose files only the cgroup v2 node can test); any other step that
+ * boots a VM of its own starts only while they run, so that it uses time
+ * the run takes anyway. What does not start is counted as skipped, with
+ * the reason.
  */
-export function vmStepDecision(step: Pick<VmStep, "estimateS" | "inPlace">, clock: VmChainClock): VmStepDecision {
+export function vmStepDecision(step: { estimateS: number; mayLengthenRun: boolean }, clock: VmChainClock): VmStepDecision {
   const pace = Math.max(1, clock.first.tookS / Math.max(1, clock.first.estimateS));
   const expectedS = Math.round(step.estimateS * pace);
   const expectedEndS = clock.ageS + expectedS;
@@ -420,10 +447,10 @@ export function vmStepDecision(step: Pick<VmStep, "estimateS" | "inPlace">, cloc
       reason: `not started: at ${clock.ageS} s into the run, taking ${expectedS} s (${paceText}) it would end past CRIDOCK_VM_BUDGET_S (${clock.budgetS} s); this machine's emulated CPU is too slow for it to fit CI's time`,
     };
   }
-  if (!step.inPlace && clock.hostEnded) {
+  if (!step.mayLengthenRun && clock.hostEnded) {
     return {
       start: false,
-      reason: `not started: the host's suites had ended at ${clock.ageS} s into the run, and a node of its own (${expectedS} s, ${paceText}) would only lengthen the run`,
+      reason: `not started: the host's suites had ended at ${clock.ageS} s into the run, and a node of its own (${expectedS} s, ${paceText}) for what the host's suites cover would only lengthen the run`,
     };
   }
   return { start: true, expectedEndS };
@@ -466,12 +493,12 @@ function main(argv: string[], env: NodeJS.ProcessEnv): string[] {
   if (command === "vm-chain") return vmChainLines(args, VM_CHAIN, (root) => findTestFiles(REPO_ROOT, root));
   if (command === "vm-releases" && args.length === 0) return vmReleases();
   if (command === "vm-step" && args.length === 7) {
-    const [estimate, inPlace, age, firstEstimate, firstTook, hostEnded, budget] = args.map((a) => Number(a));
-    if ([estimate, inPlace, age, firstEstimate, firstTook, hostEnded, budget].some((n) => !Number.isInteger(n) || n! < 0)) {
+    const [estimate, lengthens, age, firstEstimate, firstTook, hostEnded, budget] = args.map((a) => Number(a));
+    if ([estimate, lengthens, age, firstEstimate, firstTook, hostEnded, budget].some((n) => !Number.isInteger(n) || n! < 0)) {
       throw new PlanError(`vm-step takes 7 whole numbers, not: ${args.join(" ")}`);
     }
     const decision = vmStepDecision(
-      { estimateS: estimate!, inPlace: inPlace === 1 },
+      { estimateS: estimate!, mayLengthenRun: lengthens === 1 },
       { ageS: age!, first: { estimateS: firstEstimate!, tookS: firstTook! }, hostEnded: hostEnded === 1, budgetS: budget! },
     );
     return [decision.start ? `start ${decision.expectedEndS}` : `skip ${decision.reason}`];
@@ -482,7 +509,7 @@ function main(argv: string[], env: NodeJS.ProcessEnv): string[] {
   }
   throw new PlanError(
     "usage: tsx scripts/suite/plan.ts plan [SUITE...] | files SUITE ENGINE PRIMARY | vm-chain VM-SUITE... | vm-releases" +
-      " | vm-step ESTIMATE IN-PLACE(0|1) AGE FIRST-ESTIMATE FIRST-TOOK HOST-ENDED(0|1) BUDGET",
+      " | vm-step ESTIMATE LENGTHENS(0|1) AGE FIRST-ESTIMATE FIRST-TOOK HOST-ENDED(0|1) BUDGET",
   );
 }
 

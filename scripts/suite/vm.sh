@@ -17,7 +17,7 @@
 # the last of them. Each step's time goes into vm-chain.times in
 # RESULTS_DIR.
 run_vm_chain() {
-  local listing line suite node debian vm_engine vm estimate cycle files started
+  local listing line suite node debian vm_engine vm estimate lengthens cycle files started
   if ! listing="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/plan.ts vm-chain "$@")"; then
     SUMMARY_ARGS+=(--failed "$1=its nodes could not be listed (scripts/suite/plan.ts vm-chain $*)")
     return 0
@@ -25,10 +25,10 @@ run_vm_chain() {
   VM_LIVE=""
   while IFS= read -r line; do
     [[ -n "$line" ]] || continue
-    read -r suite node debian vm_engine vm estimate cycle files <<<"$line"
+    read -r suite node debian vm_engine vm estimate lengthens cycle files <<<"$line"
     # The VM up is powered off once a step has no use for it.
     [[ -z "$VM_LIVE" || "$vm" == "$VM_LIVE" ]] || stop_live_vm
-    vm_step_begins "$suite@$node" "$estimate" "$([[ "$vm" != "$node" ]] && echo 1 || echo 0)" || continue
+    vm_step_begins "$suite@$node" "$estimate" "$lengthens" || continue
     started=$SECONDS
     local node_env=(CRIDOCK_VM_DEBIAN="$debian" CRIDOCK_VM_ENGINE="$vm_engine")
     # The package's upgrade cycle left to a later step on this VM (plan.ts's packageCycleIn).
@@ -64,12 +64,13 @@ run_vm_chain() {
 # are expected to end within VM_BUDGET_S of the run's start
 # (CRIDOCK_VM_BUDGET_S, default 75 minutes: CI's limit for a fresh machine
 # is 80), each step's estimate (plan.ts's VM_CHAIN) scaled by how much
-# longer than its own the first step took; and a step that boots a VM of
-# its own only while the host's suites still run (plan.ts's
-# vmStepDecision). A node takes 5 to 30 minutes of a fast machine's
-# emulated CPU and 3 times that of a slow one's. A step not started is
-# counted as skipped, with the reason, not as passed; the chain's order
-# puts first what only a VM can test.
+# longer than its own the first step took; and once the host's suites have
+# ended, only a step the run may wait for: in place, or one whose files
+# only the cgroup v2 node can test (plan.ts's vmStepDecision). A node
+# takes 5 to 30 minutes of a fast machine's emulated CPU and 3 times that
+# of a slow one's. A step not started is counted as skipped, with the
+# reason, not as passed; the chain's order puts first what only a VM can
+# test.
 VM_BUDGET_S="${CRIDOCK_VM_BUDGET_S:-4500}"
 # 1 in the background chain, where the budget holds; the first step's
 # "ESTIMATE TOOK" once it ended; the VM left up for in-place steps.
@@ -77,14 +78,14 @@ VM_BUDGET_ACTIVE=0
 VM_FIRST_STEP=""
 VM_LIVE=""
 
-# vm_step_begins NAME ESTIMATE IN_PLACE: whether the chain's step NAME
+# vm_step_begins NAME ESTIMATE LENGTHENS: whether the chain's step NAME
 # (suite@node) starts; when not, it is counted as skipped with the reason.
 vm_step_begins() {
-  local name="$1" estimate="$2" in_place="$3" decision host_ended=0
+  local name="$1" estimate="$2" lengthens="$3" decision host_ended=0
   ((VM_BUDGET_ACTIVE == 1)) && [[ -n "$VM_FIRST_STEP" ]] || return 0
   [[ ! -f "$RESULTS_DIR/host-suites.ended" ]] || host_ended=1
   # shellcheck disable=SC2086  # VM_FIRST_STEP is two numbers
-  if ! decision="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/plan.ts vm-step "$estimate" "$in_place" "$SECONDS" $VM_FIRST_STEP "$host_ended" "$VM_BUDGET_S")"; then
+  if ! decision="$(cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/plan.ts vm-step "$estimate" "$lengthens" "$SECONDS" $VM_FIRST_STEP "$host_ended" "$VM_BUDGET_S")"; then
     decision="skip not started: its start could not be decided (scripts/suite/plan.ts vm-step)"
   fi
   if [[ "$decision" == start* ]]; then
@@ -246,7 +247,8 @@ start_vm_beside() {
 # output and adds their results and times.
 collect_vm_beside() {
   local waited=$SECONDS status=0 args=() line
-  # From here the run waits on the chain alone: vm_step_begins boots no more VMs.
+  # From here the run waits on the chain alone: vm_step_begins boots a VM
+  # of its own only for what the host's suites do not cover.
   echo "$SECONDS" >"$RESULTS_DIR/host-suites.ended"
   wait "$VM_BESIDE_PID" || status=$?
   VM_BESIDE_PID=""

@@ -22,6 +22,7 @@ import {
   chooseSuites,
   findTestFiles,
   makePlan,
+  mayLengthenRun,
   planLines,
   prebuildSteps,
   primaryOf,
@@ -228,15 +229,15 @@ t.test("VM chain: the asked suites' steps in the chain's order, every file where
   const find = (root: string) => (root === "test/vm" ? ["test/vm/b.test.ts", "test/vm/a.test.ts"] : root === "test/vm-kubeadm" ? ["test/vm-kubeadm/k.test.ts"] : []);
   const chain: VmStep[] = [
     { suite: "vm", node: "debian13", estimateS: 100 },
-    { suite: "vm-kubeadm", node: "debian13-docker29-containerd", estimateS: 50 },
+    { suite: "vm-kubeadm", node: "debian13-docker29-containerd", estimateS: 50, onlyHere: "kubeadm" },
     { suite: "vm", node: "debian12", files: ["test/vm/b.test.ts"], estimateS: 70 },
   ];
   t.same(vmChainLines(["vm-kubeadm", "vm"], chain, find), [
-    "vm debian13 trixie distro debian13 100 - test/vm/a.test.ts test/vm/b.test.ts",
-    "vm-kubeadm debian13-docker29-containerd trixie docker29-containerd debian13-docker29-containerd 50 - test/vm-kubeadm/k.test.ts",
-    "vm debian12 bookworm distro debian12 70 - test/vm/b.test.ts",
+    "vm debian13 trixie distro debian13 100 0 - test/vm/a.test.ts test/vm/b.test.ts",
+    "vm-kubeadm debian13-docker29-containerd trixie docker29-containerd debian13-docker29-containerd 50 1 - test/vm-kubeadm/k.test.ts",
+    "vm debian12 bookworm distro debian12 70 0 - test/vm/b.test.ts",
   ]);
-  t.same(vmChainLines(["vm"], chain, find), ["vm debian13 trixie distro debian13 100 - test/vm/a.test.ts test/vm/b.test.ts", "vm debian12 bookworm distro debian12 70 - test/vm/b.test.ts"]);
+  t.same(vmChainLines(["vm"], chain, find), ["vm debian13 trixie distro debian13 100 0 - test/vm/a.test.ts test/vm/b.test.ts", "vm debian12 bookworm distro debian12 70 0 - test/vm/b.test.ts"]);
   t.same(vmReleases(chain), ["trixie", "bookworm"]);
   t.throws(() => vmChainLines(["vm"], [{ suite: "vm", node: "debian13", files: ["test/vm/gone.test.ts"], estimateS: 1 }], find), {
     message: /VM node debian13 names test\/vm\/gone\.test\.ts, which is not a test file of test\/vm/,
@@ -253,10 +254,10 @@ t.test("VM chain: an in-place step runs on the VM of the vm step before it, on t
     { suite: "vm-lifecycle", node: "debian13-docker29", estimateS: 60 },
   ];
   t.same(vmChainLines(["vm", "vm-lifecycle"], chain, find), [
-    "vm debian13 trixie distro debian13 100 - test/vm/a.test.ts",
-    "vm debian13-docker29 trixie docker29 debian13 30 - test/vm/a.test.ts",
-    "vm debian13-docker29-containerd trixie docker29-containerd debian13 40 - test/vm/a.test.ts",
-    "vm-lifecycle debian13-docker29 trixie docker29 debian13-docker29 60 - test/vm-lifecycle/r.test.ts",
+    "vm debian13 trixie distro debian13 100 0 - test/vm/a.test.ts",
+    "vm debian13-docker29 trixie docker29 debian13 30 1 - test/vm/a.test.ts",
+    "vm debian13-docker29-containerd trixie docker29-containerd debian13 40 1 - test/vm/a.test.ts",
+    "vm-lifecycle debian13-docker29 trixie docker29 debian13-docker29 60 0 - test/vm-lifecycle/r.test.ts",
   ]);
   const refused = /runs in place, which only a vm step after a vm step on Debian trixie can/;
   t.throws(() => vmChainLines(["vm"], [chain[1]!], find), { message: refused }, "no step before it");
@@ -271,9 +272,9 @@ t.test("VM chain: a step hands the package's upgrade cycle to a later in-place s
   const classic: VmStep = { suite: "vm", node: "debian13-docker29", files: ["test/vm/v.test.ts"], inPlace: true, estimateS: 30 };
   const store: VmStep = { suite: "vm", node: "debian13-docker29-containerd", files: ["test/vm/pods.test.ts"], inPlace: true, estimateS: 40 };
   t.same(vmChainLines(["vm"], [first, classic, store], find), [
-    "vm debian13 trixie distro debian13 100 vm@debian13-docker29-containerd test/vm/pods.test.ts test/vm/v.test.ts",
-    "vm debian13-docker29 trixie docker29 debian13 30 - test/vm/v.test.ts",
-    "vm debian13-docker29-containerd trixie docker29-containerd debian13 40 - test/vm/pods.test.ts",
+    "vm debian13 trixie distro debian13 100 0 vm@debian13-docker29-containerd test/vm/pods.test.ts test/vm/v.test.ts",
+    "vm debian13-docker29 trixie docker29 debian13 30 1 - test/vm/v.test.ts",
+    "vm debian13-docker29-containerd trixie docker29-containerd debian13 40 1 - test/vm/pods.test.ts",
   ]);
   const refused = /vm@debian13 hands the package's upgrade cycle to debian13-docker29-containerd, which must be a later in-place step on its VM, both running test\/vm\/pods\.test\.ts/;
   t.throws(() => vmChainLines(["vm"], [first, classic], find), { message: refused }, "no such step");
@@ -283,22 +284,45 @@ t.test("VM chain: a step hands the package's upgrade cycle to a later in-place s
   t.throws(() => vmChainLines(["vm"], [first, { suite: "vm", node: "debian13-docker29-containerd", estimateS: 1 }], find), { message: refused }, "a VM of its own");
 });
 
-t.test("VM chain: a step starts when it is expected to end within the budget at the machine's pace; one booting its own VM only while the host's suites run", async (t) => {
+t.test("VM chain: a step starts when it is expected to end within the budget at the machine's pace; once the host's suites end, only a step the run may wait for", async (t) => {
   const clock = { ageS: 3000, first: { estimateS: 1000, tookS: 1000 }, hostEnded: false, budgetS: 4500 };
-  t.same(vmStepDecision({ estimateS: 500 }, clock), { start: true, expectedEndS: 3500 });
-  t.same(vmStepDecision({ estimateS: 1500 }, clock), { start: true, expectedEndS: 4500 }, "ending at the budget itself");
-  const late = vmStepDecision({ estimateS: 1501, inPlace: true }, clock);
+  const own = (estimateS: number) => ({ estimateS, mayLengthenRun: false });
+  const waitedFor = (estimateS: number) => ({ estimateS, mayLengthenRun: true });
+  t.same(vmStepDecision(own(500), clock), { start: true, expectedEndS: 3500 });
+  t.same(vmStepDecision(own(1500), clock), { start: true, expectedEndS: 4500 }, "ending at the budget itself");
+  const late = vmStepDecision(waitedFor(1501), clock);
   t.match(late, { start: false, reason: /at 3000 s into the run, taking 1501 s \(1\.00x its estimate.*past CRIDOCK_VM_BUDGET_S \(4500 s\)/ });
   // A machine half as fast as the estimates: each step is expected to take twice its estimate.
   const slow = { ...clock, first: { estimateS: 1000, tookS: 2000 } };
-  t.same(vmStepDecision({ estimateS: 700, inPlace: true }, slow), { start: true, expectedEndS: 4400 });
-  t.match(vmStepDecision({ estimateS: 800, inPlace: true }, slow), { start: false, reason: /taking 1600 s \(2\.00x/ });
+  t.same(vmStepDecision(waitedFor(700), slow), { start: true, expectedEndS: 4400 });
+  t.match(vmStepDecision(waitedFor(800), slow), { start: false, reason: /taking 1600 s \(2\.00x/ });
   // A first step faster than its estimate, or one that failed at once, does not make the machine count as fast.
-  t.same(vmStepDecision({ estimateS: 1500 }, { ...clock, first: { estimateS: 1000, tookS: 10 } }), { start: true, expectedEndS: 4500 });
-  // Once the host's suites have ended, only the in-place steps start.
+  t.same(vmStepDecision(own(1500), { ...clock, first: { estimateS: 1000, tookS: 10 } }), { start: true, expectedEndS: 4500 });
+  // Once the host's suites have ended, only the steps the run may wait for start, and still within the budget.
   const waiting = { ...clock, hostEnded: true };
-  t.same(vmStepDecision({ estimateS: 500, inPlace: true }, waiting), { start: true, expectedEndS: 3500 });
-  t.match(vmStepDecision({ estimateS: 500 }, waiting), { start: false, reason: /the host's suites had ended at 3000 s into the run, and a node of its own \(500 s/ });
+  t.same(vmStepDecision(waitedFor(500), waiting), { start: true, expectedEndS: 3500 });
+  t.match(vmStepDecision(waitedFor(1501), waiting), { start: false, reason: /past CRIDOCK_VM_BUDGET_S/ });
+  t.match(vmStepDecision(own(500), waiting), { start: false, reason: /the host's suites had ended at 3000 s into the run, and a node of its own \(500 s.*what the host's suites cover/ });
+});
+
+t.test("VM chain: the run may wait for an in-place step, or one whose files only the cgroup v2 node can test, not for others", async (t) => {
+  t.equal(mayLengthenRun({ inPlace: true }), true);
+  t.equal(mayLengthenRun({ onlyHere: "reboots" }), true);
+  t.equal(mayLengthenRun({}), false);
+  t.equal(mayLengthenRun({ inPlace: false }), false);
+  const lengthens = Object.fromEntries(VM_CHAIN.map((step) => [`${step.suite}@${step.node}`, mayLengthenRun(step)]));
+  t.same(
+    lengthens,
+    {
+      "vm@debian13": false,
+      "vm@debian13-docker29": true,
+      "vm@debian13-docker29-containerd": true,
+      "vm-lifecycle@debian13-docker29": true,
+      "vm-kubeadm@debian12": true,
+      "vm@debian12": false,
+    },
+    "reboots, checkpoints and kubeadm's systemd driver are the cgroup v2 node's alone; Debian 12's 20.10 the host's suites cover",
+  );
 });
 
 t.test("VM chain's step decision from the command line: start or skip with the reason; bad numbers refused", async (t) => {
@@ -312,7 +336,7 @@ t.test("in this repository: the chain's files exist; Debian 13 with every vm fil
   const root = new URL("../..", import.meta.url).pathname;
   const lines = vmChainLines([...VM_SUITES], VM_CHAIN, (dir) => findTestFiles(root, dir));
   t.equal(lines.length, VM_CHAIN.length);
-  t.ok(lines.every((line) => line.split(" ").length > 6), "every step runs a file");
+  t.ok(lines.every((line) => line.split(" ").length > 8), "every step runs a file");
   for (const suite of VM_SUITES) t.ok(VM_CHAIN.some((step) => step.suite === suite), `${suite} has a step`);
   t.match(VM_CHAIN[0], { suite: "vm", node: "debian13" });
   t.equal(VM_CHAIN[0]!.files, undefined, "the first node runs every vm file");
@@ -322,7 +346,7 @@ t.test("in this repository: the chain's files exist; Debian 13 with every vm fil
     "Engine 29's stores on the first node's VM, right after it",
   );
   t.ok(VM_CHAIN[1]!.inPlace && VM_CHAIN[2]!.inPlace);
-  t.match(lines[0], /^vm debian13 trixie distro debian13 \d+ vm@debian13-docker29-containerd /, "the first node hands the upgrade cycle to Engine 29's containerd store");
+  t.match(lines[0], /^vm debian13 trixie distro debian13 \d+ 0 vm@debian13-docker29-containerd /, "the first node hands the upgrade cycle to Engine 29's containerd store");
   t.ok(VM_CHAIN.every(({ estimateS }) => Number.isInteger(estimateS) && estimateS > 0), "every step has an estimate");
   const setups = new Set(VM_CHAIN.map(({ node }) => `${VM_NODES[node].debian}/${VM_NODES[node].engine}`));
   t.same([...setups].sort(), ["bookworm/distro", "trixie/distro", "trixie/docker29", "trixie/docker29-containerd"]);
