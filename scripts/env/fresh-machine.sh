@@ -60,7 +60,13 @@ remove_caches() {
     [[ -e "$dir" ]] || continue
     # A mount a killed engine left would make rm fail half-way.
     unmount_beneath "$dir"
-    rm -rf "$dir" && log "removed $dir"
+    if mountpoint -q "$dir"; then
+      # A volume of the machine's own mounted there (some hosts give the
+      # engine's data a disk of its own): emptied, the mount point kept.
+      find "$dir" -mindepth 1 -maxdepth 1 -exec rm -rf {} + && log "emptied $dir (a mount point of the machine's)"
+    else
+      rm -rf "$dir" && log "removed $dir"
+    fi
   done
 }
 
