@@ -393,7 +393,7 @@ export function vmChainLines(suites: string[], chain: readonly VmStep[], find: (
     }
     return { vm: inPlace ? vm!.name : node, files: files ?? all };
   });
-  return steps.map(({ suite, node, estimateS, packageCycleIn, inPlace, onlyHere }, i) => {
+  return steps.map(({ suite, node, estimateS, packageCycleIn }, i) => {
     const { vm, files } = placed[i]!;
     if (packageCycleIn !== undefined) {
       const taker = steps.findIndex((step, j) => j > i && step.node === packageCycleIn && step.inPlace && placed[j]!.vm === vm);
@@ -405,7 +405,7 @@ export function vmChainLines(suites: string[], chain: readonly VmStep[], find: (
     }
     const { debian, engine } = VM_NODES[node];
     const cycle = packageCycleIn === undefined ? "-" : `vm@${packageCycleIn}`;
-    return [suite, node, debian, engine, vm, estimateS, mayLengthenRun({ inPlace, onlyHere }) ? 1 : 0, cycle, ...files].join(" ");
+    return [suite, node, debian, engine, vm, estimateS, mayLengthenRun(steps[i]!) ? 1 : 0, cycle, ...files].join(" ");
   });
 }
 
