@@ -178,7 +178,14 @@ main() {
   # And the background builds' own steps (they overlap the suites above).
   [[ -z "$PREBUILD_PID" ]] || sed -n 's/^cridock-env: prebuild: /#   background: /p' "$ENV_LOG_DIR/prebuild.log"
   echo "# ---- summary"
-  (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/summary.ts "${SUMMARY_ARGS[@]}")
+  # The timings go along for CRIDOCK_RECORD_RESULTS (docs/results/ci-times.jsonl); unasked, nothing is written.
+  local -a timing_args=(--run-seconds "$SECONDS" --command "bash scripts/test.sh${*:+ $*}")
+  local line
+  for line in "setup $setup_seconds s" "${TIMES[@]}"; do timing_args+=(--time "$line"); done
+  if [[ -n "$PREBUILD_PID" ]]; then
+    while IFS= read -r line; do timing_args+=(--time "$line"); done < <(sed -n 's/^cridock-env: prebuild: \(.* done in [0-9]* s\)$/\1/p' "$ENV_LOG_DIR/prebuild.log")
+  fi
+  (cd "$CRIDOCK_REPO_ROOT" && node_modules/.bin/tsx scripts/suite/summary.ts "${SUMMARY_ARGS[@]}" "${timing_args[@]}")
 }
 
 main "$@"

@@ -21,6 +21,7 @@ import { createLogger } from "../../src/log.ts";
 import { DockerClient } from "../../src/docker/client.ts";
 import { BUSYBOX_IMAGE, TEST_DOCKER_ENDPOINT } from "../../test/helpers/env.ts";
 import { containerConfig, createContainer, runPod, startHarness, status, waitExited } from "../../test/integration/containers/harness.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const { values } = parseArgs({
   options: {
@@ -47,6 +48,8 @@ const time = async (fn: () => Promise<unknown>) => {
 const h = await startHarness(["--log-level=warn"]);
 // The engine cridock runs on (CRIDOCK_TEST_DOCKER_ENDPOINT): the raw lists must count the same containers.
 const docker = new DockerClient({ endpoint: TEST_DOCKER_ENDPOINT, requestTimeoutMs: 120_000, logger: createLogger("warn") });
+// What the run measured, for the record (recordResult, once at the end).
+const record: (string | number)[][] = [];
 try {
   const pod = await runPod(h);
   const image = (await docker.inspectImage(BUSYBOX_IMAGE)).Id;
@@ -71,6 +74,7 @@ try {
       }));
     }
     console.log(`cycle: cridock median ${median(viaCri).toFixed(1)} ms, docker ${median(direct).toFixed(1)} ms, ratio ${(median(viaCri) / median(direct)).toFixed(3)} (target ≤ 1.15)`);
+    record.push(["Create/Start/Stop/Remove cycle", `${median(viaCri).toFixed(1)} ms`, `${median(direct).toFixed(1)} ms`, (median(viaCri) / median(direct)).toFixed(3)]);
   }
   if (run("list")) {
     const made: string[] = [];
@@ -103,6 +107,10 @@ try {
           `ListPodSandbox ${m[2]!.toFixed(2)} ms vs docker ${m[3]!.toFixed(2)} ms = ${(m[2]! / m[3]!).toFixed(3)} (target ≤ 1.0); ` +
           `a CRI Version call ${m[4]!.toFixed(2)} ms`,
       );
+      record.push(
+        [`ListContainers, ${count} running`, `${m[0]!.toFixed(2)} ms`, `${m[1]!.toFixed(2)} ms`, (m[0]! / m[1]!).toFixed(3)],
+        [`ListPodSandbox, ${count} running`, `${m[2]!.toFixed(2)} ms`, `${m[3]!.toFixed(2)} ms`, (m[2]! / m[3]!).toFixed(3)],
+      );
     }
     for (const id of made) await h.client.call("RemoveContainer", { containerId: id });
   }
@@ -110,6 +118,9 @@ try {
 
   await h.client.call("StopPodSandbox", { podSandboxId: pod.podSandboxId });
   await h.client.call("RemovePodSandbox", { podSandboxId: pod.podSandboxId });
+  if (record.length > 0) {
+    recordResult("containers", { command: commandLine("scripts/bench/containers.ts"), columns: ["measure", "cridock", "Docker directly", "ratio"], rows: record });
+  }
 } finally {
   await docker.close();
   await h.close();
@@ -181,6 +192,7 @@ async function benchLogs(pod: Awaited<ReturnType<typeof runPod>>): Promise<void>
       `(${((cpu / seconds) * 100).toFixed(0)}% of one core, ${(size / 1e6 / cpu).toFixed(0)} MB per CPU-second); ` +
       (problem ? `LINES LOST OR REPEATED: ${problem}` : "every line exactly once"),
   );
+  record.push([`logs: ${lineBytes}-byte lines into the CRI file${problem ? " (LINES LOST OR REPEATED)" : ""}`, `${(size / 1e6 / seconds).toFixed(1)} MB/s`, "–", "–"]);
 
   // The reader alone on the same Docker log (the container has exited): how
   // fast a backlog drains. Docker has rotated the start away by now, so the

@@ -36,6 +36,7 @@ import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir } from "../../test/helpers/env.ts
 import { median } from "./lib/stats.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { cpuSeconds, rssMb, treeCpuSeconds } from "./lib/proc-usage.ts";
+import { commandLine, recordResult, type Cell } from "./lib/results.ts";
 import { runtimeName, startRuntime, type RuntimeKind } from "./lib/runtimes.ts";
 
 const { values } = parseArgs({
@@ -195,4 +196,26 @@ if (runtimes.length > 1) {
       for (const p of PHASES) row(`${p}: CPU (s)`, a.cpu[p], b.cpu[p], 2);
     }
   }
+}
+
+// The record: every runtime's figures per round, and the first's over the second's.
+{
+  const names = runtimes.map((k) => runtimeName(k));
+  const rows: Cell[][] = [];
+  for (const [i, figures] of perRound.entries()) {
+    const add = (label: string, pick: (f: Figures) => number, digits: number) => {
+      const values = figures.map(pick);
+      const ratio = values.length > 1 ? [values[1]! > 0 ? `${(values[0]! / values[1]!).toFixed(2)}×` : "–"] : [];
+      rows.push([i + 1, label, ...values.map((v) => v.toFixed(digits)), ...ratio]);
+    };
+    add("CPU, whole workload (s)", (f) => f.cpuTotal, 2);
+    add("RSS after (MB)", (f) => f.rss, 1);
+    for (const p of PHASES) add(`${p}: CPU (s)`, (f) => f.cpu[p], 2);
+  }
+  recordResult("crictl", {
+    command: commandLine("scripts/bench/crictl.ts"),
+    columns: ["round", "measure", ...names, ...(names.length > 1 ? ["ratio"] : [])],
+    rows,
+    note: header,
+  });
 }

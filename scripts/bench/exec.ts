@@ -28,6 +28,7 @@ import { BUSYBOX_IMAGE, CRICTL, makeCniConfDir, PAUSE_IMAGE, type CniConfDir } f
 import { cpuProfileFlags } from "./lib/cpu-profile.ts";
 import { cpuSeconds, rssMb } from "./lib/proc-usage.ts";
 import { startRuntime, type RuntimeUnderTest } from "./lib/runtimes.ts";
+import { commandLine, recordResult, type Cell } from "./lib/results.ts";
 
 const { values } = parseArgs({
   options: {
@@ -140,10 +141,15 @@ async function main() {
       }
     }
     const floorMedian = median(arms.at(-1)!.times);
+    const record: Cell[][] = [];
+    const saveRecord = () =>
+      recordResult("exec", { command: commandLine("scripts/bench/exec.ts"), columns: ["measure", "value"], rows: record, note: `ExecSync \`echo -n hello\`, ${ROUNDS} interleaved rounds, medians; the floor is Docker's exec create, start and inspect.` });
     console.log(`ExecSync \`echo -n hello\`, ${ROUNDS} interleaved rounds (medians; floor = exec create, start, inspect):`);
     for (const arm of arms) {
       const cost = arm.pid ? `  CPU ${((arm.cpu / ROUNDS) * 1000).toFixed(2)} ms per call, RSS ${(await rssMb(arm.pid)).toFixed(1)} MB` : "";
       console.log(`  ${arm.name.padEnd(12)} ${median(arm.times).toFixed(2)} ms  ${(median(arm.times) / floorMedian).toFixed(3)} x floor${cost}`);
+      record.push([`${arm.name}: ExecSync median (ms)`, median(arm.times).toFixed(2)], [`${arm.name}: × floor`, (median(arm.times) / floorMedian).toFixed(3)]);
+      if (arm.pid) record.push([`${arm.name}: CPU per call (ms)`, ((arm.cpu / ROUNDS) * 1000).toFixed(2)]);
     }
     if (criDockerd) {
       const [self, theirs] = [arms[0]!, arms.find((a) => a.name === "cri-dockerd")!];
@@ -165,7 +171,10 @@ async function main() {
     } finally {
       await counter.stop();
     }
-    if (MIB <= 0) return;
+    if (MIB <= 0) {
+      saveRecord();
+      return;
+    }
 
     const bytes = MIB * 1024 * 1024;
     const producer = ["head", "-c", String(bytes), "/dev/zero"];
@@ -177,7 +186,10 @@ async function main() {
       const [n, sec] = await countOutput(CRICTL, ["--runtime-endpoint", `unix://${cridock.socketPath}`, "exec", "--transport", transport, containerId, ...producer]);
       if (n !== bytes) throw new Error(`crictl exec over ${transport} delivered ${n} of ${bytes} bytes`);
       console.log(`exec stream, crictl over cridock (${transport}): ${MIB} MiB in ${sec.toFixed(2)} s = ${(bytes / 1e6 / sec).toFixed(0)} MB/s (target >= 200), ${(directSec / sec).toFixed(2)}x direct`);
+      record.push([`exec stream through crictl, ${transport} (MB/s)`, (bytes / 1e6 / sec).toFixed(0)]);
     }
+    record.push(["exec stream, Docker directly (MB/s)", (bytes / 1e6 / directSec).toFixed(0)]);
+    saveRecord();
   } finally {
     if (podSandboxId) await stopPod(cridock, podSandboxId);
     if (other && otherPod) await stopPod(other, otherPod.podSandboxId);

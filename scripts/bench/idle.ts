@@ -34,6 +34,7 @@ import { parseArgs } from "node:util";
 import { BUSYBOX_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { countSyscalls, cpuSeconds, rssMb, type SyscallCount } from "./lib/proc-usage.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 import { runtimeName, startRuntime, type RuntimeKind, type RuntimeUnderTest } from "./lib/runtimes.ts";
 
 const { values } = parseArgs({
@@ -225,3 +226,4 @@ for (const [i, n] of counts.entries()) {
 for (const [i, rate] of logRates.entries()) row(`logging CPU at ${rate} MB/s (ms per MB)`, results.map((r) => r.logging[i]?.cpuMsPerMb ?? NaN), 2);
 console.log(`\n| ${header.join(" | ")} |\n|${header.map(() => "---").join("|")}|`);
 for (const r of rows) console.log(`| ${r.join(" | ")} |`);
+recordResult("idle", { command: commandLine("scripts/bench/idle.ts"), columns: header, rows });

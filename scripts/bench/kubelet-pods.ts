@@ -79,6 +79,7 @@ import type { Samples } from "../../test/helpers/metrics-scrape.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { parseExposition } from "../../test/helpers/metrics-scrape.ts";
 import { formatThreadCpu, residentSplit, rssMb, threadCpuDelta, threadCpuSeconds, treeCpuSeconds, type ResidentSplit } from "./lib/proc-usage.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const { values } = parseArgs({
   options: {
@@ -527,6 +528,9 @@ if (values["compare-containerd"]) {
   arms.push({ name: "containerd", containerd: { binDir: values["compare-containerd"], runcDir }, metrics: false });
 }
 
+// The record: per PLEG mode and arm, the medians report() prints (recordResult, once at the end).
+const record: (string | number)[][] = [];
+const medianOf = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
 for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   const evented = mode === "evented";
   console.log(`\n== ${evented ? "evented" : "generic"} PLEG: ${PODS}-pod burst, ${ROUNDS} round(s) ==`);
@@ -544,5 +548,27 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   }
   console.log(`${evented ? "evented" : "generic"} PLEG results:`);
   for (const arm of arms) report(arm, results.get(arm)!);
+  for (const arm of arms) {
+    const rs = results.get(arm)!;
+    if (rs.length === 0) continue;
+    const latencies = rs.flatMap((r) => r.latencies).sort((a, b) => a - b);
+    const steady = rs.map((r) => r.steady).filter((s): s is SteadyResult => s !== undefined);
+    record.push([
+      mode,
+      arm.name,
+      `${medianOf(rs.map((r) => r.allRunningS)).toFixed(1)} s`,
+      `${percentile(latencies, 50).toFixed(2)} / ${percentile(latencies, 90).toFixed(2)} s`,
+      `${medianOf(rs.map((r) => r.cpuS)).toFixed(2)} + ${medianOf(rs.map((r) => r.deleteCpuS)).toFixed(2)} s`,
+      `${medianOf(rs.map((r) => r.deletionS)).toFixed(1)} s`,
+      `${medianOf(rs.map((r) => r.rssIdle)).toFixed(1)} / ${medianOf(rs.map((r) => r.rssAfter)).toFixed(1)} MB`,
+      steady.length > 0 ? `${medianOf(steady.map((s) => s.runtimeCpuS)).toFixed(2)} / ${medianOf(steady.map((s) => s.engineCpuS)).toFixed(2)} s` : "–",
+    ]);
+  }
   for (const other of arms.filter((a) => !isCridock(a))) ratios(results.get(arms[0]!)!, results.get(other)!, other.name);
 }
+recordResult("kubelet-pods", {
+  command: commandLine("scripts/bench/kubelet-pods.ts"),
+  columns: ["PLEG", "runtime", "all Running after", "start latency p50 / p90", "runtime CPU, burst + deletion", "deletion", "RSS idle / after the burst", "steady window: runtime / dockerd CPU"],
+  rows: record,
+  note: `${PODS} static pods at once through a real kubelet, ${ROUNDS} round(s), medians.`,
+});

@@ -12,6 +12,7 @@
 import { request, Agent } from "node:http";
 import { parseArgs } from "node:util";
 import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const DOCKER_SOCKET = "/var/run/docker.sock";
 const BENCH_REPO = "cridock-bench/list";
@@ -115,6 +116,12 @@ async function main(): Promise<void> {
     console.log(`GET /images/json direct: median ${d.toFixed(2)} ms`);
     console.log(`ListImages via cridock:  median ${c.toFixed(2)} ms`);
     console.log(`ratio (cridock / direct): ${(c / d).toFixed(2)} (target <= 1.3)`);
+    recordResult("list-images", {
+      command: commandLine("scripts/bench/list-images.ts"),
+      columns: ["images", "GET /images/json, median (ms)", "ListImages via cridock, median (ms)", "ratio"],
+      rows: [[count, d.toFixed(2), c.toFixed(2), (c / d).toFixed(2)]],
+      note: `${rounds} alternating rounds.`,
+    });
   } finally {
     await cridock.stop();
     for (const ref of created) await docker("DELETE", `/images/${encodeURIComponent(ref)}?force=1`);

@@ -16,6 +16,7 @@ import { spawnSync } from "node:child_process";
 import { startCridockProcess, type CridockProcessOptions } from "../../test/helpers/cridock-process.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
 import { residentSplit } from "./lib/proc-usage.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const { values } = parseArgs({
   options: {
@@ -47,6 +48,7 @@ const arms: { name: string; options: CridockProcessOptions }[] = [
   ...(values["without-tsx"] ? [] : [{ name: "sources through tsx", options: { env: { CRIDOCK_FROM_SOURCE: "1" } } }]),
   ...(values.compare ? [{ name: `compare (${values.compare})`, options: { entry: values.compare } }] : []),
 ];
+const record: (string | number)[][] = [];
 try {
   for (const arm of arms) {
     const cridock = await startCridockProcess({
@@ -73,6 +75,7 @@ try {
         `${arm.name}: idle RSS ${idle.rss.toFixed(1)} MB (anonymous ${idle.anon.toFixed(1)}, peak RSS ${idle.hwm.toFixed(1)}); ` +
           `with ${pods} pods RSS ${loaded.rss.toFixed(1)} MB (anonymous ${loaded.anon.toFixed(1)}, peak RSS ${loaded.hwm.toFixed(1)})`,
       );
+      record.push([arm.name, `${idle.rss.toFixed(1)} MB`, `${loaded.rss.toFixed(1)} MB`, `${idle.anon.toFixed(1)} / ${loaded.anon.toFixed(1)} MB`]);
     } finally {
       for (const podSandboxId of ids) {
         await cridock.client.call("StopPodSandbox", { podSandboxId }).catch(() => undefined);
@@ -81,6 +84,7 @@ try {
       await cridock.stop();
     }
   }
+  recordResult("memory", { command: commandLine("scripts/bench/memory.ts"), columns: ["way", "RSS idle", `RSS with ${pods} pods`, `anonymous idle / with ${pods} pods`], rows: record });
 } finally {
   await cni.cleanup();
   // The bridge the plugin made for this benchmark's network goes too.

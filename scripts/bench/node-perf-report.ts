@@ -15,6 +15,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 /** test/e2e/perftype's DataItem and PerfData, the fields read here. */
 export interface DataItem {
@@ -108,7 +109,11 @@ function main(dirs: string[]): void {
     for (const line of outcomes(run.dir)) console.log(`  ${line}`);
   }
   console.log("");
-  for (const line of table(runs)) console.log(line);
+  const lines = table(runs);
+  for (const line of lines) console.log(line);
+  // The record: the same table, its cells as text (the header and the rule line dropped).
+  const cells = (line: string) => line.slice(1, -1).split(" | ").map((c) => c.trim());
+  recordResult("node-perf", { command: commandLine("scripts/bench/node-perf-report.ts"), columns: cells(lines[0]!), rows: lines.slice(2).map(cells), note: runs.map((r) => `${r.name}: ${outcomes(r.dir).join("; ")}`).join(". ") });
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) main(process.argv.slice(2));

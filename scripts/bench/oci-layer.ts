@@ -45,6 +45,7 @@ import { createInUserns, usernsEdit } from "../../src/runtime/pod-userns.ts";
 import { BUSYBOX_IMAGE } from "../../test/helpers/env.ts";
 import { privateDockerd, type PrivateDockerd } from "../../test/helpers/private-dockerd.ts";
 import { median } from "./lib/stats.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const REPO = resolve(import.meta.dirname, "../..");
 const { values } = parseArgs({
@@ -134,18 +135,27 @@ try {
     for (let i = 0; i < kinds.length; i++) await once(kinds[(round + i) % kinds.length]!, round);
     if ((round + 1) % 10 === 0) process.stderr.write(`oci-layer bench: ${round + 1}/${ROUNDS} rounds\n`);
   }
+  const record: (string | number)[][] = [];
   const table = (what: string, samples: Record<Kind, number[]>) => {
     const base = median(samples.runc);
     console.log(`${what}, ${ROUNDS} rounds, Docker ${version.Version}:`);
     for (const kind of kinds) {
       const m = median(samples[kind]);
       console.log(`  ${kind.padEnd(13)} median ${ms(m).padStart(9)}  p90 ${ms(p90(samples[kind])).padStart(9)}  ${(m / base).toFixed(2)}x runc  (${m >= base ? "+" : "-"}${ms(Math.abs(m - base))})`);
+      record.push([what, kind, ms(m), ms(p90(samples[kind])), (m / base).toFixed(2)]);
     }
   };
   table("container start (Docker's start call)", starts);
   table("forced removal of the running container", removals);
   const execBase = median(execs.runc);
   console.log(`exec (create to stream end): runc ${ms(execBase)}, layer ${ms(median(execs.layer))} (${(median(execs.layer) / execBase).toFixed(2)}x)`);
+  record.push(["exec (create to stream end)", "layer", ms(median(execs.layer)), "–", (median(execs.layer) / execBase).toFixed(2)]);
+  recordResult("oci-layer", {
+    command: commandLine("scripts/bench/oci-layer.ts"),
+    columns: ["what", "kind", "median", "p90", "× runc"],
+    rows: record,
+    note: `${ROUNDS} interleaved rounds, Docker ${version.Version}.`,
+  });
   if (own) spawnSync(CRIDOCK, ["oci-layer", "uninstall", ...layerFlags]);
 } finally {
   await docker.close();

@@ -27,6 +27,7 @@ import { execPlugin, pluginEnv, pluginStdin, podCniArgs } from "../../src/networ
 import { startCridockProcess, type CridockProcess } from "../../test/helpers/cridock-process.ts";
 import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
 import { median, spawnedPerOperation, stepBreakdown } from "./lib/stats.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const { values } = parseArgs({ options: { rounds: { type: "string", default: "15" }, compare: { type: "string" } } });
 const rounds = Number(values.rounds);
@@ -119,6 +120,12 @@ try {
   const spawned = spawnedPerOperation(log);
   const perCycle = Object.values(spawned).reduce((a, b) => a + b, 0) / 5;
   console.log(`  processes spawned per cycle: cridock ${perCycle} (${JSON.stringify(spawned)} over 5 cycles), floor ${2 * list.plugins.length} (${list.plugins.length} plugins ADD + DEL)`);
+  recordResult("sandbox", {
+    command: commandLine("scripts/bench/sandbox.ts"),
+    columns: ["arm", "cycle, median (ms)", "× floor"],
+    rows: [...arms.map((arm) => [arm.name, median(arm.times).toFixed(1), (median(arm.times) / floorMedian).toFixed(3)]), ["processes spawned per cycle: cridock / floor", String(perCycle), String(2 * list.plugins.length)]],
+    note: `Run+Stop+Remove cycle, ${rounds} interleaved rounds; the floor is the same pause container's create, start and inspect with one ADD, and one DEL, stop and remove.`,
+  });
   console.log("  cridock step breakdown (medians over 5 cycles at debug level, ms):");
   for (const [op, b] of Object.entries(stepBreakdown(log))) console.log(`    ${op}: total ${b.totalMs}, spawned ${b.spawned}, ${JSON.stringify(b.steps)}`);
 } finally {

@@ -30,6 +30,7 @@ import { parseArgs } from "node:util";
 import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
 import { BUSYBOX_IMAGE, CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir } from "../../test/helpers/env.ts";
 import { freePort, scrape, sum, value } from "../../test/helpers/metrics-scrape.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const { values } = parseArgs({
   options: {
@@ -230,6 +231,18 @@ try {
   const grown = held(idle, end);
   if (grown.length > 0) console.log(`held after the run beyond idle: ${grown.join(", ")}`);
   if (Math.max(last, end.rssMb) - at100 > 20 || grown.length > 0) exitCode = 1;
+  recordResult("soak", {
+    command: commandLine("scripts/bench/soak.ts"),
+    columns: ["measure", "idle before", "during the run", "idle after"],
+    rows: [
+      ["RSS (MB)", idle.rssMb.toFixed(1), `${at100.toFixed(1)} at cycle ${after[0]?.cycle ?? done}, ${last.toFixed(1)} at the last (${perHundred.toFixed(2)} per 100 cycles)`, end.rssMb.toFixed(1)],
+      ["open fds", idle.fds, after[after.length - 1]?.fds ?? "–", end.fds],
+      ["log followers", idle.followers, after[after.length - 1]?.followers ?? "–", end.followers],
+      ["Docker connections", idle.dockerConnections, after[after.length - 1]?.dockerConnections ?? "–", end.dockerConnections],
+      ["Node's active timers", idle.timers, after[after.length - 1]?.timers ?? "–", end.timers],
+    ],
+    note: `${done} cycles in ${(tookS / 60).toFixed(1)} min${exitCode === 1 ? "; the run FAILED its growth check" : ""}.`,
+  });
 } catch (err) {
   console.error(err);
   exitCode = 2;

@@ -22,6 +22,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { CriClient } from "../../test/helpers/cri-client.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 
@@ -108,4 +109,19 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
       `${way.name.padEnd(16)} size ${size.padStart(9)}  start to serving ${median(s.map((x) => x.servingMs)).toFixed(0).padStart(5)} ms  RSS ${median(s.map((x) => x.rssMiB)).toFixed(1)} MiB (anonymous ${median(s.map((x) => x.anonMiB)).toFixed(1)} MiB)`,
     );
   }
+  recordResult("startup", {
+    command: commandLine("scripts/bench/startup.ts"),
+    columns: ["way", "size", "start to serving", "RSS idle", "of which anonymous"],
+    rows: all.map((way) => {
+      const s = samples.get(way.name)!;
+      return [
+        way.name,
+        way.size ? `${(way.size / 1024 / 1024).toFixed(1)} MiB` : "-",
+        `${median(s.map((x) => x.servingMs)).toFixed(0)} ms`,
+        `${median(s.map((x) => x.rssMiB)).toFixed(1)} MiB`,
+        `${median(s.map((x) => x.anonMiB)).toFixed(1)} MiB`,
+      ];
+    }),
+    note: `${rounds} alternating rounds, medians; RSS ${values["idle-seconds"]} s after the first Version answer.`,
+  });
 }

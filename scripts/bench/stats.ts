@@ -15,6 +15,7 @@ import { silentLogger } from "../../src/log.ts";
 import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL } from "../../src/runtime/labels.ts";
 import { startCridockProcess } from "../../test/helpers/cridock-process.ts";
 import { BUSYBOX_IMAGE, TEST_DOCKER_ENDPOINT } from "../../test/helpers/env.ts";
+import { commandLine, recordResult } from "./lib/results.ts";
 
 const { values } = parseArgs({
   options: {
@@ -113,6 +114,15 @@ async function main() {
     console.log(`Docker stats one-shot per container: median ${dMs.toFixed(1)} ms, dockerd CPU ${dCpu.toFixed(0)} ms per round`);
     console.log(`latency ratio cridock/direct: ${(cMs / dMs).toFixed(2)}`);
     console.log(`dockerd CPU ratio cridock/direct: ${dCpu > 0 ? (cCpu / dCpu).toFixed(2) : "n/a"}`);
+    recordResult("stats", {
+      command: commandLine("scripts/bench/stats.ts"),
+      columns: ["measure", "ListContainerStats via cridock", "Docker's one-shot stats per container", "ratio"],
+      rows: [
+        ["latency, median (ms)", cMs.toFixed(1), dMs.toFixed(1), (cMs / dMs).toFixed(2)],
+        ["dockerd CPU per round (ms)", cCpu.toFixed(0), dCpu.toFixed(0), dCpu > 0 ? (cCpu / dCpu).toFixed(2) : "n/a"],
+      ],
+      note: `${COUNT} running containers, ${ROUNDS} alternating rounds.`,
+    });
   } finally {
     await cridock.stop();
     await Promise.all(ids.map((id) => docker.removeContainer(id, { force: true }).catch(() => undefined)));

@@ -5,12 +5,20 @@
  * "suite@engine" by scripts/test.sh), and last a line exactly
  * "N passed, N failed" over all of them. Exits 1 if anything failed.
  *
+ * With CRIDOCK_RECORD_RESULTS set (scripts/bench/lib/results.ts), the
+ * run's timings (--time lines, --run-seconds) and its counts are appended to
+ * docs/results/ci-times.jsonl, labelled by CRIDOCK_RESULTS_LABEL ("fresh",
+ * "warm"), for the table in docs/testing.md; otherwise nothing is written.
+ *
  * Usage: tsx scripts/suite/summary.ts [--tap NAME=FILE]... [--counts NAME=FILE]...
  *          [--exit-status NAME=CODE]... [--failed NAME=REASON]... [--skipped NAME=REASON]...
+ *          [--time LINE]... [--run-seconds N] [--command TEXT]
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { recordResult } from "../bench/lib/results.ts";
 import { countTap, type TapCounts } from "./tap-count.ts";
+import { timingRows } from "./timings.ts";
 
 function split(option: string, value: string): [string, string] {
   const eq = value.indexOf("=");
@@ -45,6 +53,10 @@ function main(): number {
       "exit-status": { type: "string", multiple: true, default: [] },
       // A suite the run chose not to start (its reason printed): one skip, neither passed nor failed.
       skipped: { type: "string", multiple: true, default: [] },
+      // Where the run's time went, one "NAME N s" line each (recorded only when asked).
+      time: { type: "string", multiple: true, default: [] },
+      "run-seconds": { type: "string" },
+      command: { type: "string", default: "bash scripts/test.sh" },
     },
   });
   const suites: [string, TapCounts][] = [];
@@ -92,6 +104,15 @@ function main(): number {
   }
   for (const [engine, total] of engines) {
     console.log(`# engine ${engine}: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped`);
+  }
+  const runSeconds = values["run-seconds"] === undefined ? undefined : Number(values["run-seconds"]);
+  if (values.time!.length > 0) {
+    recordResult("ci-times", {
+      command: values.command!,
+      columns: ["step", "seconds"],
+      rows: timingRows(values.time!, Number.isInteger(runSeconds) ? runSeconds : undefined),
+      note: `${passed} passed, ${failed} failed.`,
+    });
   }
   console.log(`${passed} passed, ${failed} failed`);
   return failed === 0 ? 0 : 1;

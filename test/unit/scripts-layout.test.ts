@@ -23,10 +23,13 @@ const ALLOWED_IMPORTS: Record<string, readonly string[]> = {
   bench: ["src", "test", "scripts/env"],
   build: ["src"],
   cni: [],
+  // The docs' results tables read the results files in the benchmarks' format.
+  docs: ["scripts/bench/lib"],
   // The test images take their names and addresses from the tests' contract.
   env: ["test/helpers"],
   k8s: ["scripts/env", "scripts/suite"],
-  suite: ["scripts/env", "scripts/k8s"],
+  // The run's timings are recorded in the benchmarks' results format.
+  suite: ["scripts/env", "scripts/k8s", "scripts/bench/lib"],
   vm: ["scripts/env"],
 };
 
