@@ -97,7 +97,7 @@ else
 fi
 
 # 5. The OCI runtime layer: cgroup v2 unified settings in force from a
-#    container's first instruction (docs/operating.md). Never fatal: cridock
+#    container's first instruction (docs/node-features.md). Never fatal: cridock
 #    works without it and says what the node then lacks.
 if [[ "${CRIDOCK_OCI_LAYER:-yes}" != no ]]; then
   # shellcheck disable=SC2086 # the flags are words

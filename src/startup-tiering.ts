@@ -12,7 +12,7 @@
  * answers, gRPC) is still optimized as before: the flag is read at each
  * tiering decision, so a function run during the start is optimized once
  * it is hot later. Imported first by main.ts, so the flag is off before any
- * other module's code runs. Deno ignores node:v8's flags (docs/operating.md).
+ * other module's code runs. Deno ignores node:v8's flags (docs/install.md).
  */
 import { setFlagsFromString } from "node:v8";
 

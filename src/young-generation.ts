@@ -16,7 +16,7 @@
  * the young generation is at the cap and V8's 2 below it, where V8's memory
  * reducer may have shrunk it once idle. What survives a scavenge is
  * promoted to the old generation as before, a little more of it.
- * Deno ignores node:v8's flags (docs/operating.md).
+ * Deno ignores node:v8's flags (docs/install.md).
  */
 import { PerformanceObserver } from "node:perf_hooks";
 import { getHeapSpaceStatistics, setFlagsFromString } from "node:v8";

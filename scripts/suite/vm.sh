@@ -190,11 +190,11 @@ stop_live_vm() {
 #    with kubelet as an enabled unit, and CheckpointContainer through CRIU
 #    (the reboot file reboots its VM; the checkpoint file switches dockerd to
 #    experimental mode). About 6 minutes of a fast machine's emulated CPU, 20
-#    of a slow one's (docs/testing.md, "Reboots of the node").
+#    of a slow one's (docs/testing.md, "The cgroup v2 node").
 #  - vm-kubeadm: a VM of 3 GiB, the .deb installed and `kubeadm init`, which
 #    pulls the control plane's images from the host's mirror registry
 #    (cluster-images.sh pushes them). The control plane takes minutes of
-#    emulated CPU to come up (docs/testing.md, "kubeadm on the node").
+#    emulated CPU to come up (docs/testing.md, "The cgroup v2 node").
 run_own_vm_files() {
   local name="$1" files="$2" what="$3" deb=""
   echo "# ---- $name ($what: ${node_env[*]})"
@@ -217,8 +217,7 @@ run_own_vm_files() {
 # host's suites leave while they wait on dockerd, kubelet and the cluster;
 # alone, their half hour would come on top of theirs. Started at the first
 # of e2e, cluster and node-conformance instead, the run waited a quarter of
-# an hour for the vm suite at the end (docs/testing.md, "Where CI's time
-# goes").
+# an hour for the vm suite at the end.
 # The .deb is built before (here, so that the packaging suite installs the
 # same file); what the nodes need from the tools cache is awaited in the
 # subshell, niced, so that on a fresh machine the VM boots only once

@@ -40,7 +40,7 @@ VM_SHARE_MOUNT="/run/cridock-host"
 # the ports listed only: qemu's guestfwd hands each connection to a socat
 # of its own that connects to the same port on the host's 127.0.0.1, where
 # the test environment's TLS mirror registry serves registry.k8s.io, gcr.io
-# and k8s.gcr.io (docs/testing.md, "Conformance"). restrict=on still keeps
+# and k8s.gcr.io (docs/testing.md, "The test environment"). restrict=on still keeps
 # the guest from everything else.
 VM_HOST_ADDR="10.0.2.100"
 VM_HOST_PORTS=(443)

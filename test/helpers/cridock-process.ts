@@ -16,7 +16,7 @@ import { TEST_DOCKER_ENDPOINT } from "./env.ts";
 export const REPO_ROOT = fileURLToPath(new URL("../../", import.meta.url));
 
 /**
- * V8 flags Deno runs cridock with (docs/operating.md): Deno ignores
+ * V8 flags Deno runs cridock with (docs/install.md): Deno ignores
  * node:v8's setFlagsFromString, through which cridock keeps llhttp on
  * baseline code under Node (src/docker/undici-pool.ts), and keeps its young
  * generation at its full 8 MB where Node's shrinks once idle.

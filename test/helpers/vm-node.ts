@@ -301,7 +301,7 @@ export const VM_HOST_ADDR = "10.0.2.100";
 
 /**
  * Lets the guest's dockerd pull what the host's pulls from the test
- * environment's mirror registry (docs/testing.md, "Conformance"): each of
+ * environment's mirror registry (docs/testing.md, "The test environment"): each of
  * MIRRORED_REGISTRIES resolves to VM_HOST_ADDR in the guest's /etc/hosts
  * (one marked line), and dockerd trusts the mirror's CA for it
  * (/etc/docker/certs.d, read at each pull). The mirror must be up on the

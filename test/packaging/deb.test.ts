@@ -8,7 +8,7 @@
  * /usr/bin/cridock serves crictl against the engine under test; remove
  * then purge leave nothing the package installed, except pods' state under
  * /var/lib/cridock, which goes only with CRIDOCK_PURGE_STATE=yes. Install,
- * remove and purge are the commands docs/operating.md gives (apt-get).
+ * remove and purge are the commands docs/install.md gives (apt-get).
  * postinst registers cridock's OCI runtime layer with this machine's own
  * dockerd (Debian's 20.10 on /var/run/docker.sock, reloaded with SIGHUP,
  * not restarted) and removal unregisters it; /etc/docker/daemon.json is
@@ -28,7 +28,7 @@ const DEB = join(REPO_ROOT, `dist/cridock_${CRIDOCK_VERSION}_amd64.deb`);
 if (!existsSync(DEB)) throw new Error(`${DEB} is missing: npm run build:deb builds it (scripts/test.sh does)`);
 const CNI_DIR = "/etc/cni/net.d";
 const STATE_DIR = "/var/lib/cridock";
-/** Warnings lintian gives and docs/operating.md explains; a new one fails the test so it gets explained too. */
+/** Warnings lintian gives and docs/install.md explains; a new one fails the test so it gets explained too. */
 const KNOWN_WARNINGS = ["hardening-no-pie"];
 
 function run(command: string, args: string[], env: Record<string, string> = {}, cwd = REPO_ROOT): SpawnSyncReturns<string> {

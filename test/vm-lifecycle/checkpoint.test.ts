@@ -71,10 +71,10 @@ function loadCheckpointImage(archive: string, tag: string): string {
   ].join("\n");
 }
 
-/** What docs/operating.md tells an operator to put in /etc/criu/runc.conf for restores on cgroup v2. */
+/** What docs/node-features.md tells an operator to put in /etc/criu/runc.conf for restores on cgroup v2. */
 const CRIU_RUNC_CONF = "manage-cgroups=ignore";
 
-/** The node's CRIU configured for restores as docs/operating.md says (removed at the end of the file). */
+/** The node's CRIU configured for restores as docs/node-features.md says (removed at the end of the file). */
 async function configureCriu(vm: VmNode): Promise<void> {
   await vm.run(`mkdir -p /etc/criu && printf '%s\\n' '${CRIU_RUNC_CONF}' >/etc/criu/runc.conf`);
 }

@@ -3,7 +3,7 @@
  * Debian's docker.io with the systemd cgroup driver (the cgroup v2 node of
  * scripts/vm/node.sh; this host is neither). The package is built here on
  * the host as scripts/test.sh builds it, copied into the guest and
- * installed the way docs/operating.md says (`apt-get install
+ * installed the way docs/install.md says (`apt-get install
  * ./cridock_<version>_amd64.deb`); then its units run under the real
  * systemd, `cridock check` passes and crictl reaches the socket systemd
  * listens on.

@@ -488,8 +488,8 @@ if (!existsSync(KUBELET)) {
     // just before it stopped is reset, and one queued while the new process
     // starts (12 s under TCG alone, near a minute beside other work)
     // outlasts crictl's wait for the server's preface (about 10 s there).
-    // No call that reached cridock was refused (docs/operating.md,
-    // "Upgrading in place").
+    // No call that reached cridock was refused (docs/install.md,
+    // "Upgrading and downgrading").
     const errors = (await vm.run(`grep -h 'level=fatal' ${PROBE_LOG}.err || true`)).trim().split("\n").filter((l) => l !== "");
     t.comment(`${probe.failures.length} calls failed: ${probe.failures.join(", ") || "none"}`);
     t.equal(errors.length, probe.failures.length, "crictl said why each failed call failed");
