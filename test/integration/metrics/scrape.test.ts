@@ -1,6 +1,6 @@
 /**
  * The /metrics endpoint during a real pod lifecycle (dockerd, CNI bridge,
- * busybox container that logs): every family the README lists moves the way
+ * busybox container that logs): every family docs/operating.md lists moves the way
  * the calls made it move, and the pod leaves nothing behind.
  */
 import t from "tap";
