@@ -5,7 +5,7 @@
  */
 import t from "tap";
 import { execFile } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -140,4 +140,24 @@ t.test("the closing line: a suite not started is a skip with its reason, a faile
   const failed = await summary("--counts", `a@e1=${counts}`, "--failed", "vm@e1=the boot failed");
   t.equal(failed.code, 1);
   t.match(failed.stdout, /\n3 passed, 1 failed\n$/);
+});
+
+t.test("the run's timings are recorded only when CRIDOCK_RECORD_RESULTS asks, and the closing line stays last", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "cridock-summary-"));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const counts = join(dir, "c.json");
+  await writeFile(counts, JSON.stringify({ passed: 2, failed: 0, skipped: 0, failures: [] }));
+  const args = ["--import=tsx", "scripts/suite/summary.ts", "--counts", `unit@e1=${counts}`, "--time", "setup 13 s", "--time", "unit@e1 191 s", "--run-seconds", "204"];
+  const { CRIDOCK_RECORD_RESULTS: _, ...env } = process.env;
+  const unasked = await promisify(execFile)(process.execPath, args, { env });
+  t.match(unasked.stdout, /\n2 passed, 0 failed\n$/);
+  const records = join(dir, "results");
+  const asked = await promisify(execFile)(process.execPath, args, { env: { ...env, CRIDOCK_RECORD_RESULTS: records, CRIDOCK_RESULTS_LABEL: "warm" } });
+  t.match(asked.stdout, /\n2 passed, 0 failed\n$/, "the closing line is still the last");
+  const [line, ...rest] = (await readFile(join(records, "ci-times.jsonl"), "utf8")).trim().split("\n");
+  t.equal(rest.length, 0, "one run, one line");
+  const run = JSON.parse(line!) as { label: string; rows: unknown[][]; note: string };
+  t.equal(run.label, "warm");
+  t.same(run.rows, [["setup", 13], ["unit@e1", 191], ["whole run", 204]]);
+  t.equal(run.note, "2 passed, 0 failed.");
 });
