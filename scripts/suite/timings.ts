@@ -13,10 +13,11 @@ export function timingRow(line: string): [string, Cell] {
   const text = line.trim();
   const background = /^(?:prebuild: )?(\S.*?) done in (\d+) s$/.exec(text);
   if (background) return [`background: ${background[1]}`, Number(background[2])];
-  const timed = /^(.*?) (\d+) s(?:, (.*))?$/.exec(text);
-  if (timed) return [timed[3] ? `${timed[1]} (${timed[3]})` : timed[1]!, Number(timed[2])];
   const notStarted = /^(\S+) (not started.*)$/.exec(text);
   if (notStarted) return [notStarted[1]!, notStarted[2]!];
+  // "NAME N s", "NAME N s, what", and test.sh's "the VM suites: N s waited for after …".
+  const timed = /^(.*?):? (\d+) s(?:,? (.*))?$/.exec(text);
+  if (timed) return [timed[3] ? `${timed[1]} (${timed[3]})` : timed[1]!, Number(timed[2])];
   return [text, ""];
 }
 

@@ -192,6 +192,8 @@ t.test("CI's timing lines become rows", async (t) => {
   t.same(timingRow("unit@docker29 191 s"), ["unit@docker29", 191]);
   t.same(timingRow("vm@debian13 537 s, beside the suites before"), ["vm@debian13 (beside the suites before)", 537]);
   t.same(timingRow("kubernetes done in 417 s"), ["background: kubernetes", 417]);
-  t.same(timingRow("vm@debian12 not started (4204 s into the run)"), ["vm@debian12", "not started (4204 s into the run)"]);
+  t.same(timingRow("vm@debian12 not started (4204 s into the run), beside the suites before"), ["vm@debian12", "not started (4204 s into the run), beside the suites before"]);
+  t.same(timingRow("the VM suites: 288 s waited for after the host's suites"), ["the VM suites (waited for after the host's suites)", 288]);
+  t.same(timingRow("cri-tools (waiting for the build) 12 s"), ["cri-tools (waiting for the build)", 12]);
   t.same(timingRows(["setup 13 s", ""], 2191), [["setup", 13], ["whole run", 2191]]);
 });
