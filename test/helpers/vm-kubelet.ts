@@ -9,7 +9,7 @@ import { CRICTL, KUBERNETES_BIN_DIR, REGISTRY } from "./env.ts";
 import { ensureDebInstalled, loadImage, writeImageArchive, writePauseArchive, type VmNode } from "./vm-node.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/env/images/rootfs.ts";
 
-/** The kubelet scripts/env/install-kubernetes.sh builds on the host (v1.36.3). */
+/** The kubelet scripts/env/install-kubernetes.sh builds on the host (the pinned KUBERNETES_VERSION). */
 export const KUBELET = join(KUBERNETES_BIN_DIR, "kubelet");
 /** A small busybox (sh, sleep, dd, mkfifo) for the pods' containers. */
 export const BUSYBOX = `${REGISTRY}/cridock-test/busybox-vm:1`;
