@@ -10,19 +10,26 @@ ENV_STATE_DIR="/var/lib/cridock-env"
 ENV_LOG_DIR="/var/log/cridock-env"
 ENV_RUN_DIR="/run/cridock-env"
 CRIDOCK_TOOLS_DIR="${CRIDOCK_TOOLS_DIR:-/var/cache/cridock-tools}"
-CRI_TOOLS_VERSION="v1.36.0"
-# checkpointctl, which reads container checkpoint archives (test/vm-lifecycle/checkpoint.test.ts;
-# install-cri-tools.sh checkpointctl builds it).
-CHECKPOINTCTL_VERSION="v1.4.0"
+# The pinned versions (scripts/env/versions.env, the one place they are set).
+# shellcheck source=scripts/env/versions.env
+source "$CRIDOCK_REPO_ROOT/scripts/env/versions.env"
 # Kubernetes for the e2e suite, the kubelet bench and the kubeadm cluster
-# (scripts/env/install-kubernetes.sh builds them), and the etcd and CoreDNS that
-# kubeadm $KUBERNETES_VERSION deploys (its constants.DefaultEtcdVersion and
-# CoreDNSVersion) with the pause image it expects (constants.PauseVersion).
-KUBERNETES_VERSION="${CRIDOCK_KUBERNETES_VERSION:-${CRIDOCK_KUBELET_VERSION:-v1.36.3}}"
+# (scripts/env/install-kubernetes.sh builds them): the current release, or
+# the one CRIDOCK_KUBERNETES_VERSION names (the previous-release lane, the
+# next release's). With it, the etcd and CoreDNS that kubeadm of that minor
+# deploys (its constants.DefaultEtcdVersion and CoreDNSVersion) and the pause
+# image it expects (constants.PauseVersion).
+KUBERNETES_VERSION="${CRIDOCK_KUBERNETES_VERSION:-${CRIDOCK_KUBELET_VERSION:-$KUBERNETES_VERSION}}"
 KUBELET_VERSION="$KUBERNETES_VERSION"
-ETCD_VERSION="3.6.8-0"
-COREDNS_VERSION="v1.14.2"
-KUBEADM_PAUSE_VERSION="3.10.2"
+kubernetes_minor_key="$(sed -n 's/^v1\.\([0-9]*\)\..*$/1_\1/p' <<<"$KUBERNETES_VERSION")"
+kubeadm_pin() {
+  local name="KUBEADM_$1_$kubernetes_minor_key"
+  [[ -n "${!name:-}" ]] || { printf 'cridock-env: error: scripts/env/versions.env has no %s for Kubernetes %s\n' "$name" "$KUBERNETES_VERSION" >&2; exit 1; }
+  printf '%s\n' "${!name}"
+}
+ETCD_VERSION="$(kubeadm_pin ETCD)" || exit 1
+COREDNS_VERSION="$(kubeadm_pin COREDNS)" || exit 1
+KUBEADM_PAUSE_VERSION="$(kubeadm_pin PAUSE)" || exit 1
 KUBERNETES_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/bin"
 COREDNS_BIN_DIR="$CRIDOCK_TOOLS_DIR/coredns/$COREDNS_VERSION/bin"
 KUBERNETES_TEST_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/test-bin"
@@ -30,9 +37,6 @@ KUBERNETES_TEST_BIN_DIR="$CRIDOCK_TOOLS_DIR/kubernetes/$KUBERNETES_VERSION/test-
 # The current Docker Engine the tests also run on (scripts/env/install-docker-engine.sh
 # builds it): the moby/moby/v2 module tag, the engine release it is (moby's
 # releases/versions.yaml), and the runc that release pins (its Dockerfile).
-MOBY_MODULE_VERSION="v2.0.0-beta.24"
-DOCKER_ENGINE_VERSION="29.8.0"
-RUNC_VERSION="v1.5.1"
 DOCKER_ENGINE_BIN_DIR="$CRIDOCK_TOOLS_DIR/docker-engine/$DOCKER_ENGINE_VERSION-moby-$MOBY_MODULE_VERSION-runc-$RUNC_VERSION/bin"
 # The two setups of that engine that scripts/env/test-engines.sh runs beside the
 # node's dockerd (Debian's 20.10 on $DOCKER_SOCKET): the classic image store
@@ -49,7 +53,7 @@ AUTH_REGISTRY_ADDR="127.0.0.1:5001"
 AUTH_REGISTRY_USER="cridock"
 AUTH_REGISTRY_FILE="$ENV_STATE_DIR/auth-registry.json"
 DOCKER_SOCKET="/var/run/docker.sock"
-# The registry hosts critest v1.36 pulls from by name; scripts/env/mirror.sh
+# The registry hosts critest pulls from by name; scripts/env/mirror.sh
 # serves them locally. Keep in step with MIRRORED_REGISTRIES in test/helpers/env.ts.
 MIRROR_HOSTS=(gcr.io registry.k8s.io k8s.gcr.io)
 # install_missing_packages records here every Debian package it installed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds crictl and critest (cri-tools v1.36.0) with Go into
+# Builds crictl and critest (cri-tools at CRI_TOOLS_VERSION, scripts/env/versions.env) with Go into
 # ${CRIDOCK_TOOLS_DIR:-/var/cache/cridock-tools}/bin, unless a version stamp
 # says they are there already. critest is the Ginkgo test binary of
 # cmd/critest (`go test -c`), as upstream's Makefile builds it. Beside it

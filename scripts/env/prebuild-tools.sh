@@ -20,6 +20,7 @@
 #   cri-tools           crictl, critest, ginkgo (install-cri-tools.sh)
 #   docker-engine       Docker Engine 29 and its runc (install-docker-engine.sh)
 #   kubernetes          kubelet, kubeadm, the control plane, etcd, CoreDNS
+#   kubernetes-previous the same of the previous release (the kubelet suite's lane)
 #   kubernetes-tests    e2e.test, e2e_node.test and the test images' programs
 #   conformance-images  the images those suites pull (needs the two above)
 #   cluster-images      the images kubeadm deploys (needs kubernetes)
@@ -40,6 +41,7 @@ run_step() {
     cri-tools) bash "$env_dir/install-cri-tools.sh" ;;
     docker-engine) bash "$env_dir/install-docker-engine.sh" >/dev/null ;;
     kubernetes) bash "$env_dir/install-kubernetes.sh" ;;
+    kubernetes-previous) CRIDOCK_KUBERNETES_VERSION="$KUBERNETES_PREVIOUS_VERSION" bash "$env_dir/install-kubernetes.sh" ;;
     kubernetes-tests) bash "$env_dir/install-kubernetes-tests.sh" ;;
     conformance-images) bash "$env_dir/conformance-images.sh" ;;
     cluster-images) bash "$env_dir/cluster-images.sh" ;;

@@ -9,19 +9,25 @@
 # The kubelet suite (test/e2e), with the evented PLEG (and the generic one on
 # request). kubelet is built (and cached) first; each test file starts its
 # own private dockerd (the same engine build as ENGINE, so kubelet meets
-# Engine 29 on an Engine 29 run), cridock and kubelet.
+# Engine 29 on an Engine 29 run), cridock and kubelet. Its kubelet is the
+# previous release's (KUBERNETES_PREVIOUS_VERSION, or the release that
+# CRIDOCK_E2E_KUBERNETES_VERSION names): every run keeps this one lane on the
+# kubelet most nodes still run, while the cluster, node-conformance and VM
+# suites run the current release.
 run_e2e() {
   local engine="$1" dockerd_bin="${CRIDOCK_TEST_DOCKERD_BIN:-dockerd}"
+  local kubernetes="${CRIDOCK_E2E_KUBERNETES_VERSION:-$KUBERNETES_PREVIOUS_VERSION}"
   [[ -n "${CRIDOCK_TEST_DOCKERD_BIN:-}" || "$engine" != docker29* ]] || dockerd_bin="$DOCKER_ENGINE_BIN_DIR/dockerd"
-  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh"
+  echo "# kubelet $kubernetes drives the kubelet suite"
+  CRIDOCK_KUBERNETES_VERSION="$kubernetes" bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh"
   SUITE_DIR=e2e
   # kubelet's default (generic) PLEG drives the cluster suite; CI runs this
   # suite with the evented PLEG only, to keep the run under its time budget.
   if [[ "${CRIDOCK_E2E_GENERIC_PLEG:-0}" == 1 ]]; then
-    SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=0 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin")
+    SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=0 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin" CRIDOCK_KUBERNETES_VERSION="$kubernetes")
     run_tap_suite e2e "$engine" --jobs=1 --timeout=600 --disable-coverage
   fi
-  SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=1 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin")
+  SUITE_ENV=(CRIDOCK_E2E_EVENTED_PLEG=1 CRIDOCK_TEST_DOCKERD_BIN="$dockerd_bin" CRIDOCK_KUBERNETES_VERSION="$kubernetes")
   # kubelet drives paths the unit and integration runs measure already: no coverage here.
   run_tap_suite e2e-evented-pleg "$engine" --jobs=1 --timeout=600 --disable-coverage
   SUITE_DIR=""

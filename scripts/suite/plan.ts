@@ -276,7 +276,9 @@ export function prebuildSteps(suites: string[], engines: string[]): string[] {
   if (has(...VM_SUITES)) steps.push("vm-image");
   if (!onlyUnit) steps.push("cri-tools");
   if (engine29) steps.push("docker-engine");
-  if (has("e2e", "cluster", ...VM_SUITES) || tests) steps.push("kubernetes");
+  if (has("cluster", ...VM_SUITES) || tests) steps.push("kubernetes");
+  // The kubelet suite (test/e2e) is the lane that runs the previous release.
+  if (has("e2e")) steps.push("kubernetes-previous");
   if (has("cluster", "vm-kubeadm")) steps.push("cluster-images");
   if (tests) steps.push("kubernetes-tests", "conformance-images");
   return steps;

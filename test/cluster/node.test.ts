@@ -5,6 +5,7 @@ import t from "tap";
 import { crictl, docker, getJson, kubectlOk, NODE_NAME, run, CLUSTER_BIN_DIR } from "./harness/cluster.ts";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { KUBERNETES_VERSION } from "../helpers/env.ts";
 
 const node = await getJson(["node", NODE_NAME]);
 
@@ -93,6 +94,6 @@ t.test("pod IPs come from the node's pod CIDR, which kubelet passed to cridock",
 
 t.test("the API server's version is the built one", async (t) => {
   const version = JSON.parse(await kubectlOk(["version", "-o", "json"]));
-  t.equal(version.serverVersion.gitVersion, "v1.36.3");
-  t.equal(version.clientVersion.gitVersion, "v1.36.3");
+  t.equal(version.serverVersion.gitVersion, KUBERNETES_VERSION);
+  t.equal(version.clientVersion.gitVersion, KUBERNETES_VERSION);
 });

@@ -4,9 +4,11 @@
  * credentials, and a throwaway CNI configuration directory. Scripts import
  * the names from here too, so there is one place to change them.
  */
+import { readFileSync } from "node:fs";
 import { mkdtemp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
 /**
  * The Docker engine the tests run against: CRIDOCK_TEST_DOCKER_ENDPOINT
@@ -31,7 +33,7 @@ export const AUTH_REGISTRY = "127.0.0.1:5001";
 /** Image pushed to REGISTRY and tagged locally as DEFAULT_PAUSE_IMAGE: a static pause (scripts/env/images/pause.ts) that exits 0 at once on SIGTERM/SIGINT and reaps orphans. */
 export const PAUSE_IMAGE = `${REGISTRY}/cridock-test/pause:3.10`;
 /**
- * cridock's default --pod-infra-container-image, the pause image kubeadm v1.36
+ * cridock's default --pod-infra-container-image, the pause image kubeadm v1.36 and v1.37
  * deploys (`kubeadm config images list`); env-setup tags PAUSE_IMAGE with this
  * name so no pull is needed, and the mirror serves it for the kubeadm cluster.
  */
@@ -74,8 +76,25 @@ export const TEST_CNI_SUBNET = "10.89.0.0/16";
 const TOOLS_DIR = process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools";
 /** Where scripts/env/install-cri-tools.sh puts crictl and critest. */
 export const CRI_TOOLS_BIN_DIR = join(TOOLS_DIR, "bin");
-/** The Kubernetes release scripts/env/install-kubernetes.sh builds (KUBERNETES_VERSION in scripts/env/common.sh), and where. */
-export const KUBERNETES_VERSION = process.env.CRIDOCK_KUBERNETES_VERSION ?? "v1.36.3";
+/**
+ * The pinned versions of the test environment, from scripts/env/versions.env
+ * (the one place they are set; NAME=value lines, # comments).
+ */
+export function pinnedVersions(text = readFileSync(join(dirname(fileURLToPath(import.meta.url)), "../../scripts/env/versions.env"), "utf8")): ReadonlyMap<string, string> {
+  const pins = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    const m = /^([A-Z][A-Z0-9_]*)=([^\s"'$`]+)$/.exec(line.trim());
+    if (m) pins.set(m[1]!, m[2]!);
+  }
+  return pins;
+}
+function pin(name: string): string {
+  const value = pinnedVersions().get(name);
+  if (!value) throw new Error(`scripts/env/versions.env pins no ${name}`);
+  return value;
+}
+/** The Kubernetes release the suites run (KUBERNETES_VERSION in scripts/env/versions.env, or the lane's CRIDOCK_KUBERNETES_VERSION), and where install-kubernetes.sh builds it. */
+export const KUBERNETES_VERSION = process.env.CRIDOCK_KUBERNETES_VERSION || pin("KUBERNETES_VERSION");
 export const KUBERNETES_BIN_DIR = join(TOOLS_DIR, "kubernetes", KUBERNETES_VERSION, "bin");
 export const CRICTL = join(CRI_TOOLS_BIN_DIR, "crictl");
 export const CRITEST = join(CRI_TOOLS_BIN_DIR, "critest");

@@ -9,7 +9,7 @@ import { CRICTL, KUBERNETES_BIN_DIR, REGISTRY } from "./env.ts";
 import { ensureDebInstalled, loadImage, writeImageArchive, writePauseArchive, type VmNode } from "./vm-node.ts";
 import { busyboxEntries, userlandEntries } from "../../scripts/env/images/rootfs.ts";
 
-/** The kubelet scripts/env/install-kubernetes.sh builds on the host (v1.36.3). */
+/** The kubelet scripts/env/install-kubernetes.sh builds on the host (the pinned KUBERNETES_VERSION). */
 export const KUBELET = join(KUBERNETES_BIN_DIR, "kubelet");
 /** A small busybox (sh, sleep, dd, mkfifo) for the pods' containers. */
 export const BUSYBOX = `${REGISTRY}/cridock-test/busybox-vm:1`;
@@ -52,7 +52,11 @@ export async function prepareKubeletNode(vm: VmNode, deb: string, images: string
  * - PodAndContainerStatsFromCRI (alpha): pod and container stats, PSI
  *   included, from cridock's ListPodSandboxStats rather than cAdvisor;
  * - the read-only port on the guest's loopback, for /stats/summary with
- *   busybox's wget.
+ *   busybox's wget;
+ * - MemoryQoS (beta and on by default since 1.37) with the tiered
+ *   reservation policy and a throttling factor of 0.9: kubelet then sends
+ *   memory.min (Guaranteed) or memory.low (Burstable) at the memory request
+ *   and memory.high between the request and the limit, in `unified`.
  */
 export function kubeletConfig(): Record<string, unknown> {
   return {
@@ -69,6 +73,8 @@ export function kubeletConfig(): Record<string, unknown> {
     failSwapOn: false,
     memorySwap: { swapBehavior: "NoSwap" },
     featureGates: { PodAndContainerStatsFromCRI: true },
+    memoryReservationPolicy: "TieredReservation",
+    memoryThrottlingFactor: 0.9,
   };
 }
 

@@ -121,7 +121,7 @@ t.test("the background build: what the suites asked for need, in the order they 
   t.same(prebuildSteps(["integration"], ["docker20.10"]), ["cri-tools"], "Debian's engine needs only crictl");
   t.same(prebuildSteps(["integration"], ALL), ["cri-tools", "docker-engine"]);
   t.same(prebuildSteps(["unit", "unit"], ["docker20.10"]), ["cri-tools"], "more than the unit suite alone");
-  t.same(prebuildSteps(["e2e"], ["docker20.10"]), ["cri-tools", "docker-engine", "kubernetes"], "e2e's dockerd is Engine 29's");
+  t.same(prebuildSteps(["e2e"], ["docker20.10"]), ["cri-tools", "docker-engine", "kubernetes-previous"], "e2e's dockerd is Engine 29's, its kubelet the previous release's");
   t.same(prebuildSteps(["vm"], ["docker20.10"]), ["vm-image", "cri-tools", "kubernetes"]);
   t.same(prebuildSteps(["vm-kubeadm"], ["docker20.10"]), ["vm-image", "cri-tools", "kubernetes", "cluster-images"]);
   t.same(prebuildSteps([...SUITES], ALL), [
@@ -130,6 +130,7 @@ t.test("the background build: what the suites asked for need, in the order they 
     "cri-tools",
     "docker-engine",
     "kubernetes",
+    "kubernetes-previous",
     "cluster-images",
     "kubernetes-tests",
     "conformance-images",

@@ -4,7 +4,7 @@
  * sync, no unmount, no unit stopped, as at a power loss), beside a plain
  * `systemctl restart cridock`.
  *
- * kubelet v1.36.3 runs as an enabled unit of its own (not the transient
+ * kubelet (the pinned release) runs as an enabled unit of its own (not the transient
  * one of pods.test.ts), with two static pods: one that sleeps and one that
  * logs a line a second. After each boot:
  * - cridock came up on its own (socket and service enabled by the .deb),

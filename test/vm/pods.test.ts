@@ -1,7 +1,7 @@
 /**
  * kubelet's pods on a cgroup v2 node (DESIGN.md "Nodes"): on the cgroup v2
  * node of scripts/vm/node.sh, with the .deb installed as an operator does,
- * a standalone kubelet v1.36.3 with the systemd cgroup driver runs static
+ * a standalone kubelet (the pinned release) with the systemd cgroup driver runs static
  * pods.
  * - One container with limits (memory 64Mi, cpu 200m) and smaller requests
  *   (so the pod is Burstable). kubelet sends `unified` memory.oom.group and
@@ -12,6 +12,11 @@
  *   cpu.max "20000 100000", the unified ones already when its first
  *   instruction reads them (cridock's OCI runtime layer, which the .deb
  *   registers with dockerd).
+ * - MemoryQoS (kubelet 1.37, tiered reservation, throttling factor 0.9):
+ *   that container's memory.low is its request and memory.high lies 90 %
+ *   of the way to its limit; a Guaranteed pod's container gets memory.min
+ *   at its request and memory.high "max"; both read so by their first
+ *   instruction.
  * - kubelet's stats summary with PodAndContainerStatsFromCRI: CPU, memory
  *   and PSI for that pod and container, from cridock.
  * - An in-place resize (UpdateContainerResources) with the unified values
@@ -52,7 +57,7 @@
  */
 import t, { type Test } from "tap";
 import { existsSync } from "node:fs";
-import { CRICTL, DEFAULT_PAUSE_IMAGE } from "../helpers/env.ts";
+import { CRICTL, DEFAULT_PAUSE_IMAGE, KUBERNETES_VERSION } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 import { buildDebAs, ensureDebInstalled, GUEST_CRICTL, installDeb, nodeHasUserns, shellQuote, suiteSetup, waitFor, type RunResult, type VmNode } from "../helpers/vm-node.ts";
 import { buildKubeletImages, KUBELET, kubeletConfig, MANIFESTS, NODE_NAME, podManifest, prepareKubeletNode, READ_ONLY_PORT, startKubelet, withSpec } from "../helpers/vm-kubelet.ts";
@@ -64,14 +69,40 @@ const SWAP_SIZE = "512M";
 
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
 
+/** A shell line that prints kubelet's unified values as the container's first process sees them, then sleeps. */
+const READ_FIRST =
+  'echo "first instruction: oom.group=$(cat /sys/fs/cgroup/memory.oom.group) swap.max=$(cat /sys/fs/cgroup/memory.swap.max)' +
+  ' min=$(cat /sys/fs/cgroup/memory.min) low=$(cat /sys/fs/cgroup/memory.low) high=$(cat /sys/fs/cgroup/memory.high)"; exec sleep 36000';
+
+/**
+ * kubelet's MemoryQoS values under memoryReservationPolicy TieredReservation
+ * and memoryThrottlingFactor 0.9 (kubeletConfig): a Burstable container's
+ * memory.low is its request and its memory.high
+ * floor((request + 0.9 × (limit − request)) / 4096) × 4096; a Guaranteed
+ * one's memory.min is its request and its memory.high "max".
+ */
+function memoryHigh(requestBytes: number, limitBytes: number, factor = 0.9): number {
+  return Math.floor((requestBytes + factor * (limitBytes - requestBytes)) / 4096) * 4096;
+}
+const MI = 1024 * 1024;
+const BURSTABLE_HIGH = memoryHigh(32 * MI, 64 * MI);
+
 /** What its first instruction printed: kubelet's unified values as the container's first process saw them. */
-const FIRST_READ = "first instruction: oom.group=1 swap.max=0";
+const FIRST_READ = `first instruction: oom.group=1 swap.max=0 min=0 low=${32 * MI} high=${BURSTABLE_HIGH}`;
 
 const LIMITS_POD = podManifest(POD, {
   name: "app",
-  command: ["sh", "-c", 'echo "first instruction: oom.group=$(cat /sys/fs/cgroup/memory.oom.group) swap.max=$(cat /sys/fs/cgroup/memory.swap.max)"; exec sleep 36000'],
+  command: ["sh", "-c", READ_FIRST],
   resources: { limits: { memory: "64Mi", cpu: "200m" }, requests: { memory: "32Mi", cpu: "100m" } },
 });
+
+/** A Guaranteed pod (requests equal to limits): MemoryQoS protects its whole request with memory.min. */
+const GUARANTEED_POD = podManifest("guaranteed", {
+  name: "app",
+  command: ["sh", "-c", READ_FIRST],
+  resources: { limits: { memory: "48Mi", cpu: "100m" }, requests: { memory: "48Mi", cpu: "100m" } },
+});
+const GUARANTEED_FIRST_READ = `first instruction: oom.group=1 swap.max=0 min=${48 * MI} low=0 high=max`;
 
 /**
  * A container whose pid 1 is a shell waiting on a sleep while dd, its other
@@ -263,7 +294,7 @@ if (!existsSync(KUBELET)) {
   t.test("the node: cridock from its .deb, kubelet, the images loaded", async (t) => {
     const took = await prepareKubeletNode(vm, deb, images);
     t.comment(`.deb installed in ${took.deb} s, images loaded in ${took.images} s, kubelet copied in ${took.kubelet} s`);
-    t.match(await vm.run("/usr/local/bin/kubelet --version", { timeoutMs: 300_000 }), /^Kubernetes v1\.36\.3$/m, "kubelet v1.36.3 runs in the guest");
+    t.equal((await vm.run("/usr/local/bin/kubelet --version", { timeoutMs: 300_000 })).trim(), `Kubernetes ${KUBERNETES_VERSION}`, `kubelet ${KUBERNETES_VERSION} runs in the guest`);
     t.match(await vm.run("docker image ls --format '{{.Repository}}:{{.Tag}}'"), new RegExp(`^${DEFAULT_PAUSE_IMAGE.replace(/\./g, "\\.")}$`, "m"), "the pause image is loaded");
     await vm.run(
       `swapon --show=NAME --noheadings | grep -qx ${SWAP_FILE} || { fallocate -l ${SWAP_SIZE} ${SWAP_FILE} && chmod 0600 ${SWAP_FILE} && mkswap ${SWAP_FILE} >/dev/null && swapon ${SWAP_FILE}; }`,
@@ -332,15 +363,41 @@ if (!existsSync(KUBELET)) {
       "memory.swap.max": await read("memory.swap.max"),
       "memory.oom.group": await read("memory.oom.group"),
       "cpu.max": await read("cpu.max"),
+      "memory.min": await read("memory.min"),
+      "memory.low": await read("memory.low"),
+      "memory.high": await read("memory.high"),
     };
     t.comment(`${dir}: ${JSON.stringify(values)}`);
-    t.same(values, { "memory.max": "67108864", "memory.swap.max": "0", "memory.oom.group": "1", "cpu.max": "20000 100000" });
+    t.same(values, {
+      "memory.max": "67108864",
+      "memory.swap.max": "0",
+      "memory.oom.group": "1",
+      "cpu.max": "20000 100000",
+      "memory.min": "0",
+      "memory.low": String(32 * MI),
+      "memory.high": String(BURSTABLE_HIGH),
+    });
     limited = { id, dir };
     // In force from the first instruction, not written a moment after the start: cridock's OCI layer (the .deb registered it).
     t.match((await vm.run("cridock oci-layer status")).trim(), /^ready: runtime "cridock"/, "the .deb registered the OCI runtime layer with dockerd");
     t.match(await vm.run("cridock check 2>&1 || true", { timeoutMs: 300_000 }), /^OK\s+oci-layer\s+runtime "cridock" → \S+ \(real runtime \S+ \(runc version/m, "cridock check: the layer runs through to runc");
     t.equal((await vm.run(`docker inspect -f '{{.HostConfig.Runtime}}' ${id}`)).trim(), "cridock", "the container runs under the layer");
-    t.equal((await vm.run(`docker logs ${id} 2>&1 | head -n1`)).trim(), FIRST_READ, "its first instruction read kubelet's memory.oom.group and memory.swap.max");
+    t.equal((await vm.run(`docker logs ${id} 2>&1 | head -n1`)).trim(), FIRST_READ, "its first instruction read kubelet's memory.oom.group, memory.swap.max and MemoryQoS values");
+  });
+
+  // MemoryQoS's tiered reservation for a Guaranteed pod: its whole request
+  // in memory.min, no throttling (memory.high "max"), from the first instruction.
+  t.test("a Guaranteed container's memory.min is its request from its first instruction", async (t) => {
+    if (!limited) return t.fail("kubelet runs no pod (the test before failed)");
+    await vm.run(`cat >${MANIFESTS}/guaranteed.json`, { input: JSON.stringify(GUARANTEED_POD, null, 2) });
+    const filter = `--filter label=io.kubernetes.pod.name=guaranteed-${NODE_NAME} --filter label=io.kubernetes.container.name=app`;
+    const id = await waitFor(async () => (await vm.run(`docker ps -q --no-trunc ${filter}`)).trim() || undefined, 600_000, 5000);
+    if (!id) return t.fail("the Guaranteed pod's container did not run within 10 minutes");
+    const first = await waitFor(async () => (await vm.run(`docker logs ${id} 2>&1 | head -n1`)).trim() || undefined, 120_000);
+    t.equal(first, GUARANTEED_FIRST_READ, "its first instruction read memory.min = its request and memory.high max");
+    const cgroup = (await vm.run(`cat /proc/$(docker inspect -f '{{.State.Pid}}' ${id})/cgroup`)).trim();
+    t.match(cgroup, /kubepods\.slice\/kubepods-pod[0-9a-f_]+\.slice\/docker-/, "under the Guaranteed pods' slice");
+    await vm.run(`rm -f ${MANIFESTS}/guaranteed.json`);
   });
 
   // With PodAndContainerStatsFromCRI kubelet's summary is what cridock's

@@ -1,6 +1,6 @@
 /**
  * critest (the CRI validation suite) on the cgroup v2 node (docs/testing.md,
- * "The cgroup v2 node"): critest v1.36 in the guest against the cridock its .deb installed there,
+ * "The cgroup v2 node"): critest in the guest against the cridock its .deb installed there,
  * on the node's engine (Debian 13's docker.io 26.1, then Engine 29 switched
  * in on the same VM: scripts/suite/plan.ts's VM_CHAIN) with the systemd cgroup driver, with the bounded
  * focus of validation-focus.txt beside this file (the guest's CPU is emulated:

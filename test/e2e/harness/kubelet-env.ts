@@ -24,7 +24,7 @@ import { startCridockProcess, type CridockProcess } from "../../helpers/cridock-
 import { startCriDockerdProcess } from "../../helpers/cri-dockerd-process.ts";
 import { startContainerdProcess } from "../../helpers/containerd-process.ts";
 import { privateDockerd, type PrivateDockerd } from "../../helpers/private-dockerd.ts";
-import { CNI_BIN_DIR, PAUSE_IMAGE, makeCniConfDir, type CniConfDir } from "../../helpers/env.ts";
+import { CNI_BIN_DIR, KUBERNETES_BIN_DIR, PAUSE_IMAGE, makeCniConfDir, type CniConfDir } from "../../helpers/env.ts";
 import { freePort, scrape, type Samples } from "../../helpers/metrics-scrape.ts";
 import { unmountUnder } from "../../helpers/mounts.ts";
 
@@ -33,7 +33,7 @@ export const E2E_DOCKER_BRIDGE = "cridock-e2ed";
 export const E2E_SUBNET = "10.97.0.0/24";
 export const E2E_NETWORK = "cridock-e2e";
 export const NODE_NAME = "cridock-e2e";
-export const KUBELET_BIN = join(process.env.CRIDOCK_TOOLS_DIR ?? "/var/cache/cridock-tools", "bin", "kubelet");
+export const KUBELET_BIN = join(KUBERNETES_BIN_DIR, "kubelet");
 
 export interface KubeletEnvOptions {
   evented?: boolean;
