@@ -185,7 +185,8 @@ export async function readCgroupDetail(reader: CgroupReader, pid: number): Promi
       specLimit(join(dir, "memory.swap.max")),
       int(join(dir, "pids.current")),
       pidsMax(join(dir, "pids.max")),
-      readCgroupProcs(dir),
+      // Without its own path, dir is the root cgroup: its processes are the host's, not the container's.
+      paths.has("") ? readCgroupProcs(dir) : [],
     ]);
     const usec = (k: string) => (cpu.has(k) ? cpu.get(k)! * 1000n : undefined);
     return {
@@ -222,10 +223,10 @@ export async function readCgroupDetail(reader: CgroupReader, pid: number): Promi
     lines(join(dir("blkio"), "blkio.throttle.io_serviced_recursive")).then((t) => t || lines(join(dir("blkio"), "blkio.throttle.io_serviced"))),
     int(join(dir("memory"), "memory.kmem.usage_in_bytes")),
     specLimit(join(dir("memory"), "memory.memsw.limit_in_bytes")),
-    // Without the controller, dir("pids") would be the root cgroup's: the whole host.
+    // Without the controller, dir("pids") would be the root cgroup's: the whole host (cgroup.procs below likewise).
     pids ? int(join(dir("pids"), "pids.current")) : undefined,
     pids ? pidsMax(join(dir("pids"), "pids.max")) : 0n,
-    readCgroupProcs(dir("cpu")),
+    paths.has("cpu") ? readCgroupProcs(dir("cpu")) : [],
   ]);
   const memory = mem.size > 0;
   const ticks = (k: string) => (acct.has(k) ? acct.get(k)! * NANOS_PER_TICK : undefined);

@@ -95,6 +95,11 @@ t.test("cgroup v1: kmem, memsw limit, pids, cpu cgroup.procs, blkio per operatio
   t.equal(bare?.threadsMax, 0n);
   t.equal(bare?.memoryKernelUsage, 0n, "no kmem accounting: 0, as cAdvisor reports");
   t.equal(bare?.memorySwapLimit, 0n, "unlimited is 0");
+
+  // A process with no cpu hierarchy of its own is never given the root cgroup's processes (the host's).
+  await proc(root, 60, `4:memory:${path}-b\n`, {});
+  await files(sys, { "cpu/cgroup.procs": "1\n2\n60\n" });
+  t.same((await readCgroupDetail(reader, 60))?.procs, []);
 });
 
 t.test("cgroup v2: memory.stat kernel, memory.swap.max, pids.max, io.stat", async (t) => {
@@ -126,6 +131,11 @@ t.test("cgroup v2: memory.stat kernel, memory.swap.max, pids.max, io.stat", asyn
   t.equal((await readCgroupDetail(reader, 7))?.memorySwapLimit, 1048576n, "swap alone on v2");
   t.equal(kernelMemoryV2(new Map([["kernel_stack", 16384n], ["pagetables", 4096n], ["slab", 1000n], ["sock", 10n], ["anon", 1n]])), 21490n, "before Linux 6.1: the sum of kernel memory's parts");
   t.equal(kernelMemoryV2(new Map()), undefined, "no memory.stat, no figure");
+
+  // No unified path in /proc/<pid>/cgroup: nothing of the root cgroup is taken for the container's.
+  await proc(root, 8, "1:name=systemd:/x\n", {});
+  await files(sys, { "cgroup.procs": "1\n8\n" });
+  t.same((await readCgroupDetail(reader, 8))?.procs, []);
 });
 
 /** critest v1.37.0: families every runtime may leave without a value (pkg/validate/pod.go). */
