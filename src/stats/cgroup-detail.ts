@@ -52,8 +52,8 @@ export interface CgroupDetail {
   /**
    * Kernel memory charged to the cgroup. v1: memory.kmem.usage_in_bytes (0
    * when the kernel does not keep it, as cAdvisor reports). v2: memory.stat
-   * "kernel" (Linux 6.1 on), else the sum of its parts that memory.stat has
-   * (kernel_stack, pagetables, sec_pagetables, percpu, sock, vmalloc,
+   * "kernel" where the kernel reports it, else the sum of the parts the
+   * kernel documents for it (kernel_stack, pagetables, percpu, vmalloc,
    * slab). cAdvisor reports 0 on v2 (runc's cgroup library never fills the
    * figure there); the kernel's own count is the truer answer.
    */
@@ -107,8 +107,8 @@ async function pidsMax(path: string): Promise<bigint> {
   return (await int(path)) ?? 0n;
 }
 
-/** The parts of v2's memory.stat "kernel", for kernels before it (Linux 6.1). */
-const V2_KERNEL_PARTS = ["kernel_stack", "pagetables", "sec_pagetables", "percpu", "sock", "vmalloc", "slab"];
+/** The parts of v2's memory.stat "kernel", for kernels that do not report the total. */
+const V2_KERNEL_PARTS = ["kernel_stack", "pagetables", "percpu", "vmalloc", "slab"];
 
 /** v2 kernel memory from memory.stat (see CgroupDetail.memoryKernelUsage); undefined without a memory.stat. */
 export function kernelMemoryV2(stat: Map<string, bigint>): bigint | undefined {
