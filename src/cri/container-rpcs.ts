@@ -217,7 +217,8 @@ export function statusToCri(c: spec.ContainerInfo): cri.ContainerStatus {
       selinuxRelabel: m.selinuxRelabel,
       propagation: PROPAGATION_ENUM[m.propagation] ?? MountPropagation.PROPAGATION_PRIVATE,
       recursiveReadOnly: m.recursiveReadOnly,
-      image: m.image ? { image: m.image } : null,
+      // image_ref (ImageSpec tag 20): the id the volume was mounted from, as PullImage returned it.
+      image: m.image ? { image: m.image, ...(m.imageRef ? { imageRef: m.imageRef } : {}) } : null,
       imageSubPath: m.imageSubPath ?? "",
     })),
     logPath: c.logPath,

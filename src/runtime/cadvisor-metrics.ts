@@ -10,8 +10,8 @@
  *
  * Label keys are those kubelet gives cAdvisor series: container, id (the
  * cgroup path), image, name (Docker's container name), namespace and pod,
- * plus cAdvisor's own extra label where the family has one (cpu, device,
- * interface, failure_type/scope). The pause container is reported as
+ * plus cAdvisor's own extra labels where the family has them (cpu, device,
+ * interface, failure_type/scope; device/major/minor/operation for blkio). The pause container is reported as
  * container "POD", as cAdvisor did on Docker nodes; pod network counters
  * belong to it.
  *
@@ -23,6 +23,7 @@ import type { CgroupDetail } from "../stats/cgroup-detail.ts";
 import type { CgroupLimits } from "../stats/cgroup-limits.ts";
 import type { CgroupSample } from "../stats/cgroups.ts";
 import type { InterfaceCounters } from "../stats/netdev.ts";
+import type { DescriptorCounts } from "../stats/process-files.ts";
 
 export const BASE_LABEL_KEYS = ["container", "id", "image", "name", "namespace", "pod"] as const;
 
@@ -61,8 +62,18 @@ export interface SeriesSource {
   cgroup?: CgroupSample;
   detail?: CgroupDetail;
   limits?: CgroupLimits;
-  /** Block I/O with device names resolved ("/dev/sda"). */
-  blockIo?: { device: string; readBytes: bigint; writeBytes: bigint; reads: bigint; writes: bigint }[];
+  /** Block I/O with device names resolved ("/dev/sda"); `number` is the device's "major:minor". */
+  blockIo?: {
+    device: string;
+    number: string;
+    readBytes: bigint;
+    writeBytes: bigint;
+    reads: bigint;
+    writes: bigint;
+    serviceBytes: { op: string; value: bigint }[];
+  }[];
+  /** Open descriptors and sockets of the cgroup's processes. */
+  descriptors?: DescriptorCounts;
   /** The writable layer and the filesystem it is on. */
   fs?: { device: string; usageBytes: bigint; limitBytes: bigint; inodesTotal: bigint; inodesFree: bigint };
   network?: InterfaceCounters[];
@@ -88,6 +99,15 @@ const perInterface = (pick: (i: InterfaceCounters) => bigint) => (s: SeriesSourc
   (s.network ?? []).map((i) => ({ extra: [i.name], value: pick(i) }));
 const perDevice = (pick: (d: NonNullable<SeriesSource["blockIo"]>[number]) => bigint) => (s: SeriesSource) =>
   (s.blockIo ?? []).map((d) => ({ extra: [d.device], value: pick(d) }));
+/** cAdvisor's blkio device usage: bytes per device and operation, the device's numbers as labels. */
+const deviceUsage = (s: SeriesSource): Value[] =>
+  (s.blockIo ?? []).flatMap((d) => {
+    const [major = "", minor = ""] = d.number.split(":");
+    return d.serviceBytes.map((b) => ({ extra: [d.device, major, minor, b.op], value: b.value }));
+  });
+/** cAdvisor counts the processes of cgroup.procs; the pids controller's count (threads) when that list is unknown. */
+const processCount = (s: SeriesSource): bigint | undefined =>
+  s.detail?.procs.length ? BigInt(s.detail.procs.length) : s.cgroup?.processes;
 const fs = (pick: (f: NonNullable<SeriesSource["fs"]>) => bigint) => (s: SeriesSource) => (s.fs ? [{ extra: [s.fs.device], value: pick(s.fs) }] : []);
 
 const FAMILIES: Family[] = [
@@ -119,6 +139,7 @@ const FAMILIES: Family[] = [
   { name: "container_memory_rss", help: "Size of RSS in bytes.", kind: "gauge", values: (s) => one(s.cgroup?.rssBytes) },
   { name: "container_memory_mapped_file", help: "Size of memory mapped files in bytes.", kind: "gauge", values: (s) => one(s.detail?.memoryMappedFile) },
   { name: "container_memory_swap", help: "Container swap usage in bytes.", kind: "gauge", values: (s) => one(s.detail?.memorySwap) },
+  { name: "container_memory_kernel_usage", help: "Size of kernel memory allocated in bytes.", kind: "gauge", values: (s) => one(s.detail?.memoryKernelUsage) },
   { name: "container_memory_failcnt", help: "Number of memory usage hits limits", kind: "counter", values: (s) => one(s.detail?.memoryFailcnt) },
   {
     name: "container_memory_usage_bytes",
@@ -139,11 +160,21 @@ const FAMILIES: Family[] = [
     ],
   },
   { name: "container_oom_events_total", help: "Count of out of memory events observed for the container", kind: "counter", values: (s) => one(s.detail?.oomKills) },
-  { name: "container_processes", help: "Number of processes running inside the container.", kind: "gauge", values: (s) => one(s.cgroup?.processes) },
+  { name: "container_processes", help: "Number of processes running inside the container.", kind: "gauge", values: (s) => one(processCount(s)) },
+  { name: "container_file_descriptors", help: "Number of open file descriptors for the container.", kind: "gauge", values: (s) => one(s.descriptors?.fds) },
+  { name: "container_sockets", help: "Number of open sockets for the container.", kind: "gauge", values: (s) => one(s.descriptors?.sockets) },
+  { name: "container_threads", help: "Number of threads running inside the container", kind: "gauge", values: (s) => one(s.detail?.threads) },
+  {
+    name: "container_threads_max",
+    help: "Maximum number of threads allowed inside the container, infinity if value is zero",
+    kind: "gauge",
+    values: (s) => one(s.detail?.threadsMax),
+  },
   { name: "container_spec_cpu_period", help: "CPU period of the container.", kind: "gauge", values: (s) => one(s.limits?.cpuQuota ? s.limits.cpuPeriod : undefined) },
   { name: "container_spec_cpu_quota", help: "CPU quota of the container.", kind: "gauge", values: (s) => one(s.limits?.cpuQuota || undefined) },
   { name: "container_spec_cpu_shares", help: "CPU share of the container.", kind: "gauge", values: (s) => one(s.limits?.cpuShares) },
   { name: "container_spec_memory_limit_bytes", help: "Memory limit for the container.", kind: "gauge", values: (s) => one(s.limits ? s.limits.memoryLimit : undefined) },
+  { name: "container_spec_memory_swap_limit_bytes", help: "Memory swap limit for the container.", kind: "gauge", values: (s) => one(s.detail?.memorySwapLimit) },
   { name: "container_fs_usage_bytes", help: "Number of bytes that are consumed by the container on this filesystem.", kind: "gauge", extraKeys: ["device"], values: fs((f) => f.usageBytes) },
   { name: "container_fs_limit_bytes", help: "Number of bytes that can be consumed by the container on this filesystem.", kind: "gauge", extraKeys: ["device"], values: fs((f) => f.limitBytes) },
   { name: "container_fs_inodes_total", help: "Number of Inodes", kind: "gauge", extraKeys: ["device"], values: fs((f) => f.inodesTotal) },
@@ -152,6 +183,7 @@ const FAMILIES: Family[] = [
   { name: "container_fs_reads_total", help: "Cumulative count of reads completed", kind: "counter", extraKeys: ["device"], values: perDevice((d) => d.reads) },
   { name: "container_fs_writes_bytes_total", help: "Cumulative count of bytes written", kind: "counter", extraKeys: ["device"], values: perDevice((d) => d.writeBytes) },
   { name: "container_fs_writes_total", help: "Cumulative count of writes completed", kind: "counter", extraKeys: ["device"], values: perDevice((d) => d.writes) },
+  { name: "container_blkio_device_usage_total", help: "Blkio Device bytes usage", kind: "counter", extraKeys: ["device", "major", "minor", "operation"], values: deviceUsage },
   { name: "container_network_receive_bytes_total", help: "Cumulative count of bytes received", kind: "counter", extraKeys: ["interface"], values: perInterface((i) => i.rxBytes) },
   { name: "container_network_receive_packets_total", help: "Cumulative count of packets received", kind: "counter", extraKeys: ["interface"], values: perInterface((i) => i.rxPackets) },
   {

@@ -6,6 +6,12 @@
  * pause container (container "POD", with the pod's network counters).
  * Containers that are not running have no cgroup and, as in cAdvisor, no
  * series.
+ *
+ * Cost: per running container, the cgroup files of the stats RPCs plus a
+ * dozen more, and a walk of its processes' /proc/<pid>/fd (one listing per
+ * process, one readlink per descriptor: process-files.ts). The walk is kept
+ * for DESCRIPTORS_TTL_MS per container, so a scraper that asks more often
+ * than that costs no more walks; nothing is read between calls.
  */
 import type { DockerClient } from "../docker/client.ts";
 import type { Logger } from "../log.ts";
@@ -14,6 +20,7 @@ import { blockDeviceName, readCgroupDetail } from "../stats/cgroup-detail.ts";
 import { readCgroupLimits } from "../stats/cgroup-limits.ts";
 import { CgroupReader } from "../stats/cgroups.ts";
 import { filesystemOf, type FilesystemInfo } from "../stats/mount-device.ts";
+import { countDescriptors, type DescriptorCounts } from "../stats/process-files.ts";
 import type { ContainerUsage } from "../stats/collector.ts";
 import type { ProcessIdentity, StatsService } from "./stats.ts";
 
@@ -27,19 +34,27 @@ export interface PodMetricsData {
 export const POD_CONTAINER_NAME = "POD";
 /** Filesystem figures change slowly; statfs at most this often. */
 const FS_TTL_MS = 10_000;
+/** Descriptor counts of one container (its cgroup) are walked at most this often. */
+export const DESCRIPTORS_TTL_MS = 10_000;
 
 export class PodMetricsService {
   private fs: { at: number; info: FilesystemInfo | undefined; root: string } | undefined;
+  /** By cgroup path and the container's pid: a restarted container is walked afresh. */
+  private descriptorCache = new Map<string, { at: number; counts: DescriptorCounts }>();
 
   constructor(
     private readonly stats: StatsService,
     private readonly docker: DockerClient,
     private readonly log: Logger,
     private readonly cgroups = new CgroupReader(),
+    private readonly now: () => number = Date.now,
   ) {}
 
   async list(): Promise<PodMetricsData[]> {
     const pods = await this.stats.listPodStats();
+    // Forget what has aged out (containers gone included), so the cache stays as small as the node.
+    const now = this.now();
+    for (const [key, entry] of this.descriptorCache) if (now - entry.at >= DESCRIPTORS_TTL_MS) this.descriptorCache.delete(key);
     const fsInfo = await this.filesystem();
     return Promise.all(
       pods.map(async (pod) => {
@@ -78,7 +93,7 @@ export class PodMetricsService {
     const version = await this.cgroups.cgroupVersion();
     const id = (version === 2 ? paths.get("") : (paths.get("cpu") ?? paths.get("memory"))) ?? "";
     const blockIo = await Promise.all(
-      (detail?.blockIo ?? []).map(async (io) => ({ ...io, device: await blockDeviceName(io.device) })),
+      (detail?.blockIo ?? []).map(async (io) => ({ ...io, number: io.device, device: await blockDeviceName(io.device) })),
     );
     const layer = usage.writableLayer;
     return {
@@ -89,6 +104,7 @@ export class PodMetricsService {
       detail,
       limits,
       blockIo,
+      descriptors: detail ? this.descriptors(`${id}#${process.pid}`, detail.procs) : undefined,
       fs:
         layer && fsInfo
           ? {
@@ -100,6 +116,16 @@ export class PodMetricsService {
             }
           : undefined,
     };
+  }
+
+  /** Open descriptors and sockets of a cgroup's processes, walked at most once per DESCRIPTORS_TTL_MS. */
+  private descriptors(key: string, procs: readonly number[]): DescriptorCounts | undefined {
+    if (procs.length === 0) return undefined;
+    const cached = this.descriptorCache.get(key);
+    if (cached) return cached.counts;
+    const counts = countDescriptors(procs, this.cgroups.proc);
+    this.descriptorCache.set(key, { at: this.now(), counts });
+    return counts;
   }
 
   /** Docker's root filesystem (where writable layers live), cached briefly. */

@@ -48,7 +48,7 @@ export class CgroupReader {
    */
   constructor(
     readonly root = "/sys/fs/cgroup",
-    private readonly proc = "/proc",
+    readonly proc = "/proc",
     version?: CgroupVersion,
     private readonly unifiedRoot = join(root, "unified"),
   ) {

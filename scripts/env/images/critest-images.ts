@@ -1,5 +1,5 @@
 /**
- * The images critest v1.36 hard-codes (pkg/validate/consts.go,
+ * The images critest v1.36 and v1.37 hard-code (pkg/validate/consts.go,
  * security_context_linux.go, multi_container_linux.go, pkg/framework/util.go),
  * under their upstream names, each holding just the behaviour its specs
  * check. They are pushed to the mirror registry (scripts/env/mirror.sh),
@@ -55,11 +55,18 @@ export interface CritestImage {
 
 const tinyShell = (): LayerEntry[] => [...busyboxEntries(["sh"]), ...userlandEntries()];
 
+/**
+ * Every busybox applet, as upstream's image-test (FROM busybox). critest
+ * v1.37's Image Volume specs run `sh -c top` in test-image-tag:test and then
+ * `ls`, `touch` and the volume's own /bin/ls through ExecSync.
+ */
+const fullBusybox = (): LayerEntry[] => [...busyboxEntries("all"), ...userlandEntries()];
+
 /** A small sh image told apart by a label; the image specs pull, inspect and remove these. */
-function labelled(tags: string[], name: string, extra: Partial<ImageRunConfig> = {}): CritestImage {
+function labelled(tags: string[], name: string, extra: Partial<ImageRunConfig> = {}, contents: () => LayerEntry[] = tinyShell): CritestImage {
   return {
     tags,
-    contents: tinyShell,
+    contents,
     config: { Cmd: ["sh"], Env: [PATH_ENV], Labels: { "cridock.test/critest-image": name }, ...extra },
     registryOnly: true,
   };
@@ -136,7 +143,8 @@ done
 
 export const CRITEST_IMAGES: CritestImage[] = [
   // Image Manager, Image Consistency, Image Identifier Consistency.
-  labelled([`${CRI_TOOLS}/test-image-tag:test`], "test-image-tag:test"),
+  // The Image Volume specs (critest v1.37) mount this one and run busybox applets beside and from it.
+  labelled([`${CRI_TOOLS}/test-image-tag:test`], "test-image-tag:test", {}, fullBusybox),
   labelled([`${CRI_TOOLS}/test-image-tag:all`], "test-image-tag:all"),
   labelled([`${CRI_TOOLS}/test-image-latest:latest`], "test-image-latest"),
   ...[1, 2, 3].map((n) => labelled([`${CRI_TOOLS}/test-image-${n}:latest`], `test-image-${n}`)),

@@ -11,6 +11,7 @@ import { CRIDOCK_PREFIX, fromDockerLabels, LOG_PATH_LABEL, SANDBOX_ID_LABEL } fr
 import { parseName } from "../naming.ts";
 import { isUnifiedKey } from "../unified-keys.ts";
 import { resourcesFromHostConfig } from "./resources.ts";
+import { imageRefOfMount } from "./image-mounts.ts";
 import { readKernelFile } from "../../stats/kernel-file.ts";
 
 /** The image as the user named it in CreateContainer. */
@@ -146,7 +147,7 @@ export function containerInfo(c: ContainerInspect): ContainerInfo {
     message,
     labels: split.labels,
     annotations: split.annotations,
-    mounts: parseMountsLabel(docker[MOUNTS_LABEL]),
+    mounts: parseMountsLabel(docker[MOUNTS_LABEL]).map((m) => ({ ...m, imageRef: m.image ? imageRefOfMount(c.HostConfig.Mounts, m.containerPath) : "" })),
     logPath: docker[LOG_PATH_LABEL] ?? "",
     resources: resourcesFromHostConfig(c.HostConfig),
     stopSignal: c.Config.StopSignal ?? "",

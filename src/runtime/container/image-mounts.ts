@@ -10,6 +10,12 @@
  * field would hand the pod an empty directory without a word. The image
  * must be present (kubelet pulls it first); a sub-path is checked at create
  * time, since dockerd would only notice it at start.
+ *
+ * An image volume is read-only (KEP-4639; kubelet always asks so), and a
+ * request that says otherwise is refused rather than quietly mounted
+ * read-only: the caller asked for something else than it will get.
+ * ContainerStatus reports the image id mounted (Mount.image.image_ref),
+ * read back from the container's HostConfig.Mounts (imageRefOfMount).
  */
 import { compareApiVersions } from "../../docker/api-version.ts";
 import type { DockerMount } from "../../docker/types.ts";
@@ -25,6 +31,9 @@ export const IMAGE_MOUNT_DOCKER = "28.0";
 /** Checks an image volume's own fields (the image reference is checked when it is resolved). */
 export function validateImageMount(m: MountSpec): void {
   checkPath(m.containerPath, `image volume ${m.image}: container_path`);
+  if (!m.readonly) {
+    throw invalidArgument(`image volume ${m.containerPath}: image volumes are read-only; set readonly to true (kubelet always does)`);
+  }
   if (m.idMappings) throw unimplemented(`image volume ${m.containerPath}: uid/gid mappings are not supported on Docker`);
   if (m.propagation !== "private") {
     throw invalidArgument(`image volume ${m.containerPath}: mount propagation must be private (Docker's image mounts have no other)`);
@@ -54,7 +63,17 @@ export function dockerImageMount(m: MountSpec, imageId: string): DockerMount {
     Type: "image",
     Source: imageId,
     Target: m.containerPath,
-    ReadOnly: m.readonly,
+    ReadOnly: true,
     ...(m.imageSubPath ? { ImageOptions: { Subpath: m.imageSubPath } } : {}),
   };
+}
+
+/**
+ * The image id an image volume at `containerPath` was mounted from, as the
+ * container's HostConfig.Mounts holds it (dockerImageMount's Source: the id
+ * the reference resolved to at create, the id PullImage returned); "" when
+ * none is there.
+ */
+export function imageRefOfMount(mounts: readonly DockerMount[] | null | undefined, containerPath: string): string {
+  return mounts?.find((m) => m.Type === "image" && m.Target === containerPath)?.Source ?? "";
 }

@@ -26,6 +26,12 @@ export interface MountSpec {
   idMappings?: UsernsMappings;
 }
 
+/** A mount as ContainerStatus reports it. */
+export interface MountStatus extends MountSpec {
+  /** Image volumes: the id of the image mounted (Docker's sha256 id, as PullImage returns it); "" otherwise or when unknown. */
+  imageRef: string;
+}
+
 export interface DeviceSpec {
   containerPath: string;
   hostPath: string;
@@ -136,7 +142,7 @@ export interface ContainerInfo extends ContainerSummaryInfo {
   exitCode: number;
   reason: string;
   message: string;
-  mounts: MountSpec[];
+  mounts: MountStatus[];
   /** Full path of the CRI log file ("" when none). */
   logPath: string;
   resources: ResourceSpec;

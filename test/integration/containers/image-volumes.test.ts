@@ -1,8 +1,10 @@
 /**
  * Image volumes (CRI Mount.image, image_sub_path): on an engine with
  * Engine API 1.48 or newer the pod sees the image's files, read-only, the
- * whole image and a sub-path, the same image at two places; a sub-path the
- * image lacks is a clear error; removing the pod leaves no mount behind. On
+ * whole image and a sub-path, the same image at two places, not noexec,
+ * each reported with the id PullImage returned (image_ref); a sub-path the
+ * image lacks is a clear error; a request that is not read-only is refused;
+ * removing the pod leaves no mount behind. On
  * an older engine (20.10) the request is FAILED_PRECONDITION naming the
  * engine. Runs against CRIDOCK_TEST_DOCKER_ENDPOINT, on both image stores.
  */
@@ -17,7 +19,8 @@ const h = await startHarness();
 t.teardown(async () => {
   await h.close();
 });
-await h.client.imageCall("PullImage", { image: { image: IMAGE_VOLUME_IMAGE } });
+/** What PullImage returned: ContainerStatus must report it as each image volume's image_ref. */
+const pulledRef = (await h.client.imageCall("PullImage", { image: { image: IMAGE_VOLUME_IMAGE } })).imageRef as string;
 
 const [engineVersion, engineApi] = execFileSync("docker", ["version", "--format", "{{.Server.Version}} {{.Server.APIVersion}}"], { encoding: "utf8" })
   .trim()
@@ -64,12 +67,20 @@ t.test("image volumes", { skip: !canMountImages && "the engine cannot mount imag
   const write = await exec(id, ["touch", "/vol/written"]);
   t.not(write.code, 0, "read-only");
   t.match(write.err, /Read-only file system/);
+  const ran = await exec(id, ["/vol/bin/sh", "-c", "echo ran from the volume"]);
+  t.same([ran.code, ran.out], [0, "ran from the volume\n"], "not noexec: the image's own programs run from the volume");
 
   const s = await status(h, id);
   t.same(
     s.mounts.map((m: { containerPath: string; image?: { image: string }; imageSubPath: string; readonly: boolean }) => [m.containerPath, m.image?.image, m.imageSubPath, m.readonly]),
     [["/vol", IMAGE_VOLUME_IMAGE, "", true], ["/again", IMAGE_VOLUME_IMAGE, "", true], ["/sub", IMAGE_VOLUME_IMAGE, "content/sub", true]],
     "ContainerStatus reports the mounts as requested",
+  );
+  t.match(pulledRef, /^sha256:[0-9a-f]{64}$/, "PullImage returns Docker's image id");
+  t.same(
+    s.mounts.map((m: { image?: { imageRef?: string } }) => m.image?.imageRef),
+    [pulledRef, pulledRef, pulledRef],
+    "each image volume's image_ref (ImageSpec field 20) is the id PullImage returned",
   );
 
   // What backs each image mount, as the host sees it; it must go with the pod.
@@ -100,6 +111,17 @@ t.test("a sub-path the image does not have is a clear error", { skip: !canMountI
     createContainer(h, pod, containerConfig("image-volume-escape", ["sleep", "3600"], { mounts: [imageVolume("/sub", { imageSubPath: "../etc" })] })),
     { code: grpcStatus.INVALID_ARGUMENT },
   );
+});
+
+t.test("an image volume that is not read-only is refused on every engine, before the engine is asked", async (t) => {
+  const pod = await runPod(h);
+  t.teardown(() => removePod(h, pod.podSandboxId));
+  await t.rejects(
+    createContainer(h, pod, containerConfig("image-volume-rw", ["sleep", "3600"], { mounts: [imageVolume("/vol", { readonly: false })] })),
+    { code: grpcStatus.INVALID_ARGUMENT, message: /image volume \/vol: image volumes are read-only; set readonly to true/ },
+  );
+  const listed = await h.client.call("ListContainers", { filter: { podSandboxId: pod.podSandboxId } });
+  t.same(listed.containers, [], "no container was created");
 });
 
 t.test("an engine before Engine API 1.48 refuses image volumes, naming itself", { skip: canMountImages && "the engine can mount images" }, async (t) => {

@@ -26,10 +26,30 @@ const source: SeriesSource = {
     memoryFailcnt: 1n,
     memoryMaxUsage: 6000n,
     oomKills: 0n,
+    memoryKernelUsage: 65536n,
+    memorySwapLimit: 64n << 20n,
+    threads: 7n,
+    threadsMax: 1024n,
+    procs: [101, 102],
     blockIo: [],
   },
   limits: { cpuShares: 512n, cpuQuota: 50000n, cpuPeriod: 100000n, memoryLimit: 8000n, cpusetCpus: "", cpusetMems: "", pidsLimit: 0n },
-  blockIo: [{ device: "/dev/sda", readBytes: 4096n, writeBytes: 8192n, reads: 1n, writes: 2n }],
+  blockIo: [
+    {
+      device: "/dev/sda",
+      number: "8:0",
+      readBytes: 4096n,
+      writeBytes: 8192n,
+      reads: 1n,
+      writes: 2n,
+      serviceBytes: [
+        { op: "Read", value: 4096n },
+        { op: "Write", value: 8192n },
+        { op: "Total", value: 12288n },
+      ],
+    },
+  ],
+  descriptors: { fds: 12n, sockets: 3n },
   fs: { device: "/dev/sda1", usageBytes: 12288n, limitBytes: 1n << 30n, inodesTotal: 1000n, inodesFree: 900n },
   network: [
     { name: "eth0", rxBytes: 100n, rxPackets: 2n, rxErrors: 0n, rxDropped: 0n, txBytes: 200n, txPackets: 3n, txErrors: 0n, txDropped: 1n },
@@ -97,4 +117,109 @@ t.test("samples: families without a reading are left out", async (t) => {
   t.notOk(names.has("container_start_time_seconds"), "unknown start time");
   t.notOk(names.has("container_cpu_cfs_periods_total"), "no CFS figures without a quota");
   t.notOk(names.has("container_fs_usage_bytes"));
+});
+
+/** What critest v1.37.0's metrics specs (pkg/validate/pod.go) expect every runtime to describe and report. */
+const CRITEST_V137_EXPECTED = [
+  "container_blkio_device_usage_total",
+  "container_cpu_cfs_periods_total",
+  "container_cpu_cfs_throttled_periods_total",
+  "container_cpu_cfs_throttled_seconds_total",
+  "container_cpu_system_seconds_total",
+  "container_cpu_usage_seconds_total",
+  "container_cpu_user_seconds_total",
+  "container_file_descriptors",
+  "container_fs_inodes_free",
+  "container_fs_inodes_total",
+  "container_fs_limit_bytes",
+  "container_fs_reads_bytes_total",
+  "container_fs_reads_total",
+  "container_fs_usage_bytes",
+  "container_fs_writes_bytes_total",
+  "container_fs_writes_total",
+  "container_last_seen",
+  "container_memory_cache",
+  "container_memory_failcnt",
+  "container_memory_failures_total",
+  "container_memory_kernel_usage",
+  "container_memory_mapped_file",
+  "container_memory_max_usage_bytes",
+  "container_memory_rss",
+  "container_memory_swap",
+  "container_memory_usage_bytes",
+  "container_memory_working_set_bytes",
+  "container_network_receive_bytes_total",
+  "container_network_receive_errors_total",
+  "container_network_receive_packets_dropped_total",
+  "container_network_receive_packets_total",
+  "container_network_transmit_bytes_total",
+  "container_network_transmit_errors_total",
+  "container_network_transmit_packets_dropped_total",
+  "container_network_transmit_packets_total",
+  "container_oom_events_total",
+  "container_processes",
+  "container_sockets",
+  "container_spec_cpu_period",
+  "container_spec_cpu_shares",
+  "container_spec_memory_limit_bytes",
+  "container_spec_memory_swap_limit_bytes",
+  "container_start_time_seconds",
+  "container_threads",
+  "container_threads_max",
+];
+
+t.test("descriptors: every family critest v1.37.0 expects, with help and label keys", async (t) => {
+  const byName = new Map(metricDescriptors().map((d) => [d.name, d]));
+  const missing = CRITEST_V137_EXPECTED.filter((name) => !byName.has(name));
+  t.same(missing, [], "none missing");
+  for (const name of CRITEST_V137_EXPECTED) {
+    t.ok(byName.get(name)?.help, `${name} has help`);
+    t.ok(byName.get(name)?.labelKeys.length, `${name} has label keys`);
+  }
+  const help = (name: string) => byName.get(name)?.help;
+  const extra = (name: string) => byName.get(name)?.labelKeys.slice(BASE_LABEL_KEYS.length);
+  // cAdvisor's own texts and labels (metrics/prometheus.go), which dashboards match on.
+  t.equal(help("container_blkio_device_usage_total"), "Blkio Device bytes usage");
+  t.same(extra("container_blkio_device_usage_total"), ["device", "major", "minor", "operation"]);
+  t.equal(help("container_file_descriptors"), "Number of open file descriptors for the container.");
+  t.equal(help("container_sockets"), "Number of open sockets for the container.");
+  t.equal(help("container_threads"), "Number of threads running inside the container");
+  t.equal(help("container_threads_max"), "Maximum number of threads allowed inside the container, infinity if value is zero");
+  t.equal(help("container_memory_kernel_usage"), "Size of kernel memory allocated in bytes.");
+  t.equal(help("container_spec_memory_swap_limit_bytes"), "Memory swap limit for the container.");
+  for (const name of ["container_file_descriptors", "container_sockets", "container_threads", "container_threads_max", "container_memory_kernel_usage", "container_spec_memory_swap_limit_bytes"]) {
+    t.same(extra(name), [], `${name} has the base labels only`);
+  }
+});
+
+t.test("samples: the figures critest v1.37.0 added, in cAdvisor's units and labels", async (t) => {
+  const metrics = seriesMetrics(source);
+  const find = (name: string, ...extra: string[]) => metrics.filter((m) => m.name === name && m.labelValues.slice(6).join(",") === extra.join(","));
+  const value = (name: string, ...extra: string[]) => {
+    const found = find(name, ...extra);
+    t.equal(found.length, 1, `${name}{${extra.join(",")}} once`);
+    return found[0]?.value;
+  };
+  t.equal(value("container_file_descriptors"), 12n);
+  t.equal(value("container_sockets"), 3n);
+  t.equal(value("container_threads"), 7n);
+  t.equal(value("container_threads_max"), 1024n);
+  t.equal(value("container_memory_kernel_usage"), 65536n);
+  t.equal(value("container_spec_memory_swap_limit_bytes"), 64n << 20n);
+  t.equal(value("container_processes"), 2n, "the processes of cgroup.procs, as cAdvisor counts them, not the pids controller's tasks");
+  t.equal(value("container_blkio_device_usage_total", "/dev/sda", "8", "0", "Read"), 4096n);
+  t.equal(value("container_blkio_device_usage_total", "/dev/sda", "8", "0", "Write"), 8192n);
+  t.equal(value("container_blkio_device_usage_total", "/dev/sda", "8", "0", "Total"), 12288n);
+  t.equal(find("container_blkio_device_usage_total", "/dev/sda", "8", "0", "Read")[0]?.kind, "counter");
+  t.equal(find("container_threads")[0]?.kind, "gauge");
+
+  const zero = seriesMetrics({ ...source, detail: { ...source.detail!, threadsMax: 0n, memorySwapLimit: 0n, procs: [] } });
+  t.equal(zero.find((m) => m.name === "container_threads_max")?.value, 0n, "no pids limit is 0, which the help text calls infinity");
+  t.equal(zero.find((m) => m.name === "container_spec_memory_swap_limit_bytes")?.value, 0n, "no swap limit is 0, as in cAdvisor");
+  t.equal(zero.find((m) => m.name === "container_processes")?.value, 3n, "without cgroup.procs, the pids controller's count");
+
+  const bare = new Set(seriesMetrics({ labels: source.labels, timestamp: source.timestamp, startedAt: 0n, cgroup: source.cgroup }).map((m) => m.name));
+  for (const name of ["container_file_descriptors", "container_sockets", "container_threads", "container_blkio_device_usage_total", "container_memory_kernel_usage"]) {
+    t.notOk(bare.has(name), `${name} is left out without a reading`);
+  }
 });

@@ -12,11 +12,26 @@ import { EMPTY_RESOURCES, dockerResources, resourcesFromHostConfig, resourcesInF
 t.test("blkio v1 and io.stat v2", async (t) => {
   const bytes = "8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 1\n8:0 Total 12288\nTotal 12288\n";
   const ops = "8:0 Read 1\n8:0 Write 2\n8:0 Total 3\nTotal 3\n";
-  t.same(parseBlkioV1(bytes, ops), [{ device: "8:0", readBytes: 4096n, writeBytes: 8192n, reads: 1n, writes: 2n }]);
+  t.same(parseBlkioV1(bytes, ops), [
+    {
+      device: "8:0",
+      readBytes: 4096n,
+      writeBytes: 8192n,
+      reads: 1n,
+      writes: 2n,
+      // Every operation of io_service_bytes, as cAdvisor's blkio device usage reports them; the grand "Total" line is no device's.
+      serviceBytes: [
+        { op: "Read", value: 4096n },
+        { op: "Write", value: 8192n },
+        { op: "Sync", value: 1n },
+        { op: "Total", value: 12288n },
+      ],
+    },
+  ]);
   t.same(parseBlkioV1("", ""), []);
   t.same(parseIoStatV2("8:0 rbytes=10 wbytes=20 rios=1 wios=2 dbytes=0 dios=0\n253:0 rbytes=5 wbytes=0 rios=1 wios=0\n"), [
-    { device: "8:0", readBytes: 10n, writeBytes: 20n, reads: 1n, writes: 2n },
-    { device: "253:0", readBytes: 5n, writeBytes: 0n, reads: 1n, writes: 0n },
+    { device: "8:0", readBytes: 10n, writeBytes: 20n, reads: 1n, writes: 2n, serviceBytes: [{ op: "Read", value: 10n }, { op: "Write", value: 20n }] },
+    { device: "253:0", readBytes: 5n, writeBytes: 0n, reads: 1n, writes: 0n, serviceBytes: [{ op: "Read", value: 5n }, { op: "Write", value: 0n }] },
   ]);
 });
 
