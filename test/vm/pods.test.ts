@@ -650,6 +650,19 @@ if (!existsSync(KUBELET)) {
     t.match(dirs[0], /^root:0 711 \/run\/cridock-rootfs$/, "the layer's directory: root's 0711");
     t.ok(dirs.slice(1).every((d) => new RegExp(`^root:${map?.[1]} 710 `).test(d)), `each container's directory: root and the pod root's group, 0710 (${dirs.slice(1).join("; ")})`);
 
+    // Another pod on the same host ids: refused, naming this one.
+    const ids = [{ host_id: Number(map?.[1]) + 100, container_id: 0, length: 65536 }];
+    const clash = await vm.ssh(`cat >/tmp/cridock-clash.json && ${crictl} runp /tmp/cridock-clash.json`, {
+      input: JSON.stringify({
+        metadata: { name: "clash", namespace: "default", uid: "cridock-clash", attempt: 0 },
+        log_directory: "/tmp/cridock-clash-logs",
+        linux: { security_context: { namespace_options: { userns_options: { mode: 0, uids: ids, gids: ids } } } },
+      }),
+      timeoutMs: 180_000,
+    });
+    t.not(clash.status, 0, "a pod on host ids another live pod holds is refused");
+    t.match(output(clash), new RegExp(`InvalidArgument.*overlap host uids .* of pod default/userns-${NODE_NAME}`), "INVALID_ARGUMENT naming the pod that holds them");
+
     // The broken container: each of its creates fails in runc after oci-edit mounted; nothing stays mounted.
     const failed = await waitFor(async () => {
       const r = await vm.ssh(`journalctl -u kubelet --no-pager -o cat | grep -c 'no-such-program' || true`);

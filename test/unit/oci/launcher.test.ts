@@ -97,7 +97,9 @@ t.test("a failed edit fails the call: the real runtime never runs the container"
 t.test("parseLauncher reads back what renderLauncher wrote, and nothing else", async (t) => {
   const text = renderLauncher({ delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits", rootfsDir: "/run/cridock-rootfs", cridock: ["/usr/bin/cridock"] });
   t.same(parseLauncher(text), { delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits", rootfsDir: "/run/cridock-rootfs" });
-  const format1 = text.replace("launcher format 2", "launcher format 1").replace(/^ROOTFS_DIR=.*\n/m, "");
+  t.match(text, /^# cridock OCI runtime layer, launcher format 3$/m);
+  t.same(parseLauncher(text.replace("launcher format 3", "launcher format 2"))?.rootfsDir, "/run/cridock-rootfs", "format 2's rootfs directory is still read (the sweep and release of its containers need it)");
+  const format1 = text.replace("launcher format 3", "launcher format 1").replace(/^ROOTFS_DIR=.*\n/m, "");
   t.same(parseLauncher(format1), { delegate: "/usr/sbin/ru'nc", editsDir: "/run/cridock/oci-edits" }, "an older launcher still serves unified settings, without user namespaces");
   t.throws(() => renderLauncher({ delegate: "/r", editsDir: "/e", cridock: ["/c"] }), /rootfs directory/);
   t.equal(parseLauncher("#!/bin/sh\nexec runc \"$@\"\n"), undefined);
