@@ -66,7 +66,7 @@ import { dirname, join, resolve } from "node:path";
 import { idmapMountOption, procMapMatches } from "./id-mappings.ts";
 import { mountAt, mountContaining, mountsUnder, overlayLayers, parseMountinfo, type MountEntry } from "../mountinfo.ts";
 import { bindMountsAt, type OciSpec, type PreparedUserns, type UsernsEdit } from "./spec-edits.ts";
-import { ensureLayerDir, withDirectory } from "./layer-dirs.ts";
+import { checkLayerDir, ensureLayerDir, withDirectory } from "./layer-dirs.ts";
 
 const CONTAINER_ID = /^[0-9a-f]{64}$/;
 const MOUNT_TIMEOUT_MS = 30_000;
@@ -261,16 +261,16 @@ export interface SweepResult {
  * killed, a create killed before its runtime's cleanup, the machine's power
  * lost with /run kept): the directories older than `ageMs` whose container
  * is not running. Younger ones may belong to a create under way. One
- * container's failure is recorded and the sweep goes on to the next.
+ * container's failure is recorded and the sweep goes on to the next; a
+ * rootfs directory that fails the layer's checks (layer-dirs.ts) is not
+ * swept at all, and that is thrown.
  */
 export async function sweepRootfs(rootfsDir: string, ageMs: number, running: (id: string) => Promise<boolean>, now = Date.now()): Promise<SweepResult> {
   const result: SweepResult = { released: [], failed: [] };
-  let names: string[];
-  try {
-    names = await readdir(rootfsDir);
-  } catch {
-    return result;
-  }
+  if (!(await lstat(rootfsDir).then(() => true, () => false))) return result;
+  // Never through a link, nor in a directory someone else could swap entries in.
+  await checkLayerDir(rootfsDir, "the layer's rootfs directory");
+  const names = await readdir(rootfsDir);
   for (const id of names) {
     if (!CONTAINER_ID.test(id)) continue;
     try {

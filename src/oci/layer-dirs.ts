@@ -91,7 +91,9 @@ export async function ensureLayerDir(path: string, what: string, wanted: number)
  */
 export async function withDirectory<T>(path: string, fn: (dir: FileHandle) => Promise<T>): Promise<T> {
   const dir = await open(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW).catch((err: NodeJS.ErrnoException) => {
-    throw new Error(`${path} is not a directory the layer may use (${err.code === "ELOOP" ? "a symbolic link" : err.message})`);
+    // Linux answers ELOOP, or ENOTDIR when O_DIRECTORY meets the link first.
+    const why = err.code === "ELOOP" || err.code === "ENOTDIR" ? "a symbolic link, or not a directory" : err.message;
+    throw new Error(`${path} is not a directory the layer may use (${why})`);
   });
   try {
     return await fn(dir);

@@ -81,7 +81,14 @@ export class RootfsSweeper {
       return;
     }
     if (!layer?.rootfsDir) return;
-    const result = await sweepRootfs(layer.rootfsDir, this.options.ageMs ?? SWEEP_AGE_MS, this.options.running);
+    let result;
+    try {
+      result = await sweepRootfs(layer.rootfsDir, this.options.ageMs ?? SWEEP_AGE_MS, this.options.running);
+    } catch (err) {
+      rootfsSweepTotals.errors++;
+      this.log.warn({ rootfsDir: layer.rootfsDir, err }, "could not sweep the OCI layer's rootfs directory");
+      return;
+    }
     rootfsSweepTotals.released += result.released.length;
     rootfsSweepTotals.errors += result.failed.length;
     if (result.released.length > 0) this.log.info({ released: result.released, rootfsDir: layer.rootfsDir }, "released the idmapped rootfs of containers that no longer run");

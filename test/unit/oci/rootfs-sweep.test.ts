@@ -7,7 +7,7 @@
  * goes on.
  */
 import t from "tap";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sweepRootfs } from "../../../src/oci/idmapped-rootfs.ts";
@@ -85,6 +85,20 @@ t.test("the periodic sweep goes on past a container it cannot release, logs each
   t.same(warnings.map((w) => w.fields.containerId).sort(), [stuck, asking].sort(), "one structured line per container, naming it");
   t.ok(warnings.every((w) => w.fields.err instanceof Error && w.fields.component === "oci-rootfs-sweep"));
   t.match(lines.find((l) => l.level === "info"), { fields: { released: [gone] } });
+
+  const link = join(dir, "link");
+  symlinkSync(dir, link);
+  const viaLink = new RootfsSweeper({
+    layer: async () => ({ runtime: "cridock", launcher: "/l", delegate: "runc", editsDir: "/e", rootfsDir: link }),
+    running: async () => false,
+    log,
+    ageMs: 0,
+  });
+  const errors = rootfsSweepTotals.errors;
+  await viaLink.sweep();
+  t.equal(rootfsSweepTotals.errors, errors + 1, "a rootfs directory that is a link is not swept: one error");
+  t.ok(existsSync(join(dir, stuck)), "and nothing is removed through it");
+  t.match(lines.at(-1), { level: "warn", fields: { rootfsDir: link }, msg: /could not sweep/ });
 
   const idle = new RootfsSweeper({ layer: async () => undefined, running: async () => t.fail("no layer, no question") as never, log });
   await idle.sweep();
