@@ -46,7 +46,7 @@ import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
 import { OciLayerLookup } from "./oci/layer.ts";
 import { UsernsSupportProbe } from "./oci/userns-support.ts";
-import { sweepRootfs } from "./oci/idmapped-rootfs.ts";
+import { RootfsSweeper } from "./oci/rootfs-sweeper.ts";
 import { isNotFound } from "./docker/errors.ts";
 import { SpecEditsStore } from "./oci/edits-store.ts";
 import { StepTimer } from "./steps.ts";
@@ -160,21 +160,22 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     containerRemoved: (id) => logFollowers.forget(id),
     userns: () => userns.current(),
   });
-  // What a start or a delete left when cridock, dockerd or containerd stopped in its middle:
-  // spec edits (src/oci/edits-store.ts) and idmapped rootfs (src/oci/idmapped-rootfs.ts).
+  // What a start left when cridock stopped in its middle: spec edits (src/oci/edits-store.ts).
   void ociLayer.current({ quiet: true }).then(async (layer) => {
     if (!layer) return;
     await new SpecEditsStore(layer.editsDir)
       .sweep(STALE_EDITS_MS)
       .then((removed) => removed.length > 0 && log.info({ removed }, "removed stale OCI spec edits"))
       .catch((err: unknown) => log.warn({ err }, "could not sweep stale OCI spec edits"));
-    if (!layer.rootfsDir) return;
-    // Only a container Docker says is gone or stopped: a dockerd that does not answer may still run it (live-restore).
-    const running = (id: string) => docker.inspectContainer(id).then((c) => c.State.Running, (err: unknown) => !isNotFound(err));
-    await sweepRootfs(layer.rootfsDir, STALE_EDITS_MS, running)
-      .then((released) => released.length > 0 && log.info({ released }, "released the idmapped rootfs of containers that no longer run"))
-      .catch((err: unknown) => log.warn({ err }, "could not sweep idmapped rootfs left by stopped containers"));
   }, (err: unknown) => log.warn({ err }, "could not ask dockerd for the OCI runtime layer to sweep what it left"));
+  // What a delete that never came left of idmapped rootfs (src/oci/rootfs-sweeper.ts): now, and every few minutes.
+  // Only a container Docker says is gone or stopped: a dockerd that does not answer may still run it (live-restore).
+  const rootfsSweeper = new RootfsSweeper({
+    layer: () => ociLayer.current({ quiet: true }),
+    running: (id) => docker.inspectContainer(id).then((c) => c.State.Running, (err: unknown) => !isNotFound(err)),
+    log,
+  });
+  rootfsSweeper.start();
   const containers = new ContainerManager({
     docker,
     sandboxes,
@@ -309,6 +310,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     async stop() {
       // GetContainerEvents streams last forever; end them so the server can drain.
       containerEvents.close();
+      rootfsSweeper.stop();
       await server.stop(config.shutdownGraceMs);
       await metrics.stop();
       await streaming.stop();

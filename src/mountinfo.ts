@@ -13,6 +13,8 @@ export interface MountEntry {
   fsType: string;
   source: string;
   superOptions: string;
+  /** The optional fields (propagation: `shared:N`, `master:N`, `propagate_from:N`, `unbindable`), space-separated; "" for a private mount. */
+  optional: string;
 }
 
 /** mountinfo escapes space, tab, newline and backslash as \ooo. */
@@ -31,6 +33,7 @@ export function parseMountinfo(text: string): MountEntry[] {
       fsType: fields[dash + 1]!,
       source: unescapeOctal(fields[dash + 2]!),
       superOptions: fields.slice(dash + 3).join(" "),
+      optional: fields.slice(6, dash).join(" "),
     });
   }
   return out;
@@ -47,6 +50,22 @@ export function mountsUnder(entries: readonly MountEntry[], dir: string): string
   const prefix = dir.endsWith("/") ? dir : `${dir}/`;
   const points = entries.map((e) => e.mountPoint).filter((p) => p === dir || p.startsWith(prefix));
   return points.reverse();
+}
+
+/** The mount `path` lies on: the latest of the deepest mount points at or above it. */
+export function mountContaining(entries: readonly MountEntry[], path: string): MountEntry | undefined {
+  let best: MountEntry | undefined;
+  for (const e of entries) {
+    const p = e.mountPoint;
+    const above = p === "/" || path === p || path.startsWith(p.endsWith("/") ? p : `${p}/`);
+    if (above && (!best || p.length >= best.mountPoint.length)) best = e;
+  }
+  return best;
+}
+
+/** mountinfo's form of a path (proc_show_mountinfo escapes space, tab, newline and backslash as \ooo), for a fixed-string match. */
+export function mountinfoEscape(path: string): string {
+  return path.replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, "0")}`);
 }
 
 export interface OverlayLayers {

@@ -47,6 +47,13 @@ export interface MetricsSources {
   logTotals?: () => LogTotals;
   /** Log followers and Docker connections, read at scrape time. */
   held?: () => HeldResources;
+  /** Monotonic totals of the OCI layer's rootfs sweep (oci/rootfs-sweeper.ts). */
+  rootfsSweep?: () => RootfsSweepTotals;
+}
+
+export interface RootfsSweepTotals {
+  released: number;
+  errors: number;
 }
 
 export class CridockMetrics implements RpcObserver {
@@ -149,6 +156,27 @@ export class CridockMetrics implements RpcObserver {
       "container_log_lost_bytes_total",
       "Bytes of container output known to be lost to Docker's log rotation (a lower bound: whole files rotated away unseen have no known size)",
       "lostBytes",
+    );
+    // The OCI layer's sweep keeps plain totals too.
+    const sweepCounter = (name: string, help: string, field: keyof RootfsSweepTotals) =>
+      new client.Counter({
+        name: `${PREFIX}${name}`,
+        help,
+        registers,
+        collect() {
+          const totals = sources().rootfsSweep?.();
+          if (totals) this.reset(), this.inc(totals[field]);
+        },
+      });
+    sweepCounter(
+      "oci_rootfs_swept_total",
+      "Container directories of the OCI layer's idmapped rootfs that the periodic sweep released (left by a delete that never came)",
+      "released",
+    );
+    sweepCounter(
+      "oci_rootfs_sweep_errors_total",
+      "Container directories of the OCI layer's idmapped rootfs that the periodic sweep could not release (each attempt counts; the log names the container and why)",
+      "errors",
     );
     // Gauges of what the process holds, one series per state or pool.
     const heldGauge = (name: string, help: string, labelName: string, read: (held: HeldResources) => Record<string, number>) =>

@@ -5,6 +5,7 @@
  */
 import type { Logger } from "../log.ts";
 import { logTotals } from "../logs/totals.ts";
+import { rootfsSweepTotals } from "../oci/rootfs-sweeper.ts";
 import { addStepSink } from "../steps.ts";
 import { MetricsServer } from "./http.ts";
 import { CridockMetrics } from "./registry.ts";
@@ -23,7 +24,7 @@ export function servedMetrics(bind: { host: string; port: number }, log: Logger)
     onCniOperation: (operation, seconds, ok) => metrics.cniOperation(operation, seconds, ok),
     handlers: (service, table) => instrumentHandlers(service, table, metrics),
     async start({ objectCounts, held }) {
-      metrics.setSources({ objectCounts, held, logTotals: () => logTotals });
+      metrics.setSources({ objectCounts, held, logTotals: () => logTotals, rootfsSweep: () => rootfsSweepTotals });
       if (!LOOPBACK.test(bind.host)) {
         log.warn({ host: bind.host }, "metrics are served on a non-loopback address without authentication; firewall it or bind 127.0.0.1");
       }

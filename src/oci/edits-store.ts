@@ -7,9 +7,11 @@
  * a container's cgroup, so `cridock oci-edit` refuses files anyone else
  * owns or can write (readEdits).
  */
+import { constants } from "node:fs";
 import { lstat, mkdir, open, readdir, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import process from "node:process";
+import { checkLayerDir } from "./layer-dirs.ts";
 import { replaceFile } from "./replace-file.ts";
 import { parseSpecEdits, type SpecEdits } from "./spec-edits.ts";
 
@@ -72,18 +74,29 @@ async function checkOwnership(path: string, what: string): Promise<void> {
   const s = await lstat(path);
   const me = process.getuid?.() ?? 0;
   if (s.isSymbolicLink()) throw new Error(`${what} ${path} is a symbolic link`);
+  if (!s.isFile()) throw new Error(`${what} ${path} is not a regular file`);
   if (s.uid !== 0 && s.uid !== me) throw new Error(`${what} ${path} is owned by uid ${s.uid}, not root`);
   if ((s.mode & 0o022) !== 0) throw new Error(`${what} ${path} is writable by group or others (mode ${(s.mode & 0o777).toString(8)})`);
 }
 
-/** The layer's side: the edits at `path`, after checking the file and its directory are root's alone. */
+/** The largest edits file read: a full one (every unified key, 1024 volumes of 4096 characters) is far smaller. */
+export const EDITS_MAX = 8 * 1024 * 1024;
+
+/**
+ * The layer's side: the edits at `path`, after checking the file, its
+ * directory and every directory above it are root's alone and no link
+ * (layer-dirs.ts). The file is opened without following a link, and its
+ * size is that of the file opened, not of the name checked.
+ */
 export async function readEdits(path: string): Promise<SpecEdits> {
-  await checkOwnership(join(path, ".."), "the edits directory");
+  await checkLayerDir(dirname(path), "the edits directory");
   await checkOwnership(path, "the edits file");
-  const file = await open(path, "r");
+  const file = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
-    const size = (await file.stat()).size;
-    if (size > 1024 * 1024) throw new Error(`the edits file ${path} is ${size} bytes, more than any edit needs`);
+    const info = await file.stat();
+    if (!info.isFile()) throw new Error(`the edits file ${path} is not a regular file`);
+    const size = info.size;
+    if (size > EDITS_MAX) throw new Error(`the edits file ${path} is ${size} bytes, more than any edit needs`);
     return parseSpecEdits(await file.readFile("utf8"));
   } finally {
     await file.close();

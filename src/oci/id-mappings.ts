@@ -24,6 +24,15 @@ export interface UsernsMappings {
 export const MAX_MAPPING_LINES = 340;
 /** ids are 32-bit, and 2^32-1 is (uid_t)-1, "no id": a range ends at or below it. */
 const ID_END = 2 ** 32 - 1;
+/**
+ * The host's own ids, which no pod may be given: root, the system's users
+ * and groups, its people (login.defs' UID_MAX is 60000), nobody (65534).
+ * kubelet never hands them out: its ranges start at 65536 or later (KEP-127,
+ * a multiple of 65536). A pod's root on one of them would own, as the host
+ * sees it, whatever that user owns, and would pass the layer's directory
+ * of its rootfs (root:<pod root's gid> 0710) as that group.
+ */
+export const HOST_RESERVED_IDS = 65536;
 
 function isId(n: unknown): n is number {
   return typeof n === "number" && Number.isSafeInteger(n) && n >= 0 && n < ID_END;
@@ -39,8 +48,8 @@ export function mappingProblem(what: "uid" | "gid", list: readonly IdMapping[]):
       return `${text} is not container id, host id and a length of at least 1`;
     }
     if (m.containerId + m.length > ID_END || m.hostId + m.length > ID_END) return `${text} reaches past the last id (${ID_END - 1})`;
-    // Root inside is what the namespace exists to keep from being root outside.
-    if (m.hostId === 0) return `${text} maps onto the host's ${what} 0`;
+    // Root inside is what the namespace exists to keep from being root outside, or any of the host's users.
+    if (m.hostId < HOST_RESERVED_IDS) return `${text} maps onto the host's own ${what}s (0-${HOST_RESERVED_IDS - 1}), which no pod may have: kubelet gives pods ranges from ${HOST_RESERVED_IDS} on`;
   }
   // A namespace without the pod's root would start its processes as an id
   // it has no name for; kubelet always maps 0 (KEP-127).
@@ -60,6 +69,18 @@ export function mappingProblem(what: "uid" | "gid", list: readonly IdMapping[]):
 /** Both lists' problem, or undefined. */
 export function mappingsProblem(m: UsernsMappings): string | undefined {
   return mappingProblem("uid", m.uids) ?? mappingProblem("gid", m.gids);
+}
+
+/** The first host range of `a` that overlaps one of `b`'s ("uid" or "gid" named), or undefined. */
+export function overlappingMapping(a: UsernsMappings, b: UsernsMappings): { what: "uid" | "gid"; mine: IdMapping; theirs: IdMapping } | undefined {
+  for (const what of ["uid", "gid"] as const) {
+    const key = what === "uid" ? "uids" : "gids";
+    for (const mine of a[key]) {
+      const theirs = b[key].find((t) => mine.hostId < t.hostId + t.length && t.hostId < mine.hostId + mine.length);
+      if (theirs) return { what, mine, theirs };
+    }
+  }
+  return undefined;
 }
 
 export function sameMappings(a: UsernsMappings, b: UsernsMappings): boolean {

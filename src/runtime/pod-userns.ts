@@ -12,8 +12,8 @@
  * refused by the layer instead of running in the host's user namespace.
  */
 import type { ContainerCreateBody } from "../docker/types.ts";
-import { failedPrecondition, invalidArgument, unimplemented } from "../errors.ts";
-import { parseMappings, sameMappings, type UsernsMappings } from "../oci/id-mappings.ts";
+import { CridockError, failedPrecondition, invalidArgument, unimplemented } from "../errors.ts";
+import { overlappingMapping, parseMappings, sameMappings, type UsernsMappings } from "../oci/id-mappings.ts";
 import type { OciLayer } from "../oci/layer.ts";
 import { USERNS_ANNOTATION, USERNS_ANNOTATION_VALUE } from "../oci/launcher.ts";
 import type { UsernsEdit } from "../oci/spec-edits.ts";
@@ -45,6 +45,38 @@ export async function usernsLayer(support: (() => Promise<UsernsSupport>) | unde
 export function createInUserns(body: ContainerCreateBody, mappings: UsernsMappings, layer: OciLayer): void {
   body.HostConfig = { ...body.HostConfig, Runtime: layer.runtime, Annotations: { ...body.HostConfig?.Annotations, [USERNS_ANNOTATION]: USERNS_ANNOTATION_VALUE } };
   body.Labels = { ...body.Labels, [USERNS_LABEL]: JSON.stringify({ uids: mappings.uids, gids: mappings.gids }) };
+}
+
+/** A pod sandbox that holds host ids: recorded, or being created (sandboxId ""). */
+export interface UsernsHolder {
+  sandboxId: string;
+  /** namespace/name */
+  pod: string;
+  podUid: string;
+  mappings: UsernsMappings;
+}
+
+/**
+ * INVALID_ARGUMENT naming the other pod when `asked` overlaps the host ids
+ * of a holder of another pod (by uid: the attempts of one pod share their
+ * ids, as kubelet gives them), or undefined. Two pods on the same host ids
+ * would own each other's files and could signal each other's processes:
+ * the isolation the namespaces exist for. kubelet never gives out one id
+ * twice; this holds when another client, or a second kubelet, does.
+ */
+export function usernsClash(asked: UsernsMappings, podUid: string, holders: Iterable<UsernsHolder>): CridockError | undefined {
+  for (const h of holders) {
+    if (h.podUid === podUid) continue;
+    const overlap = overlappingMapping(asked, h.mappings);
+    if (!overlap) continue;
+    const range = (m: { hostId: number; length: number }) => `${m.hostId}-${m.hostId + m.length - 1}`;
+    const where = h.sandboxId ? `sandbox ${h.sandboxId.slice(0, 12)}` : "being created";
+    return new CridockError(
+      "INVALID_ARGUMENT",
+      `pod sandbox user namespace: host ${overlap.what}s ${range(overlap.mine)} overlap host ${overlap.what}s ${range(overlap.theirs)} of pod ${h.pod} (${where}); every pod needs host ids of its own`,
+    );
+  }
+  return undefined;
 }
 
 /** The layer's edit for a container of the pod: the sandbox makes the namespace, the others join it. */

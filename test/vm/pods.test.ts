@@ -134,22 +134,34 @@ const OOM_POD = withSpec(
  * in /proc/self/uid_map, the image's files owned as in the image (the
  * idmapped layers of cridock's runtime layer), an emptyDir written and a
  * hostPath file read (idmapped volumes). Its first line says all of it.
+ * The hostPath lies under a directory only root may enter, and the
+ * container writes a file into its own rootfs: neither may be reachable
+ * by another host user through any mount of the layer (issue 56). A second
+ * container's command does not exist, so each of its creates fails in the
+ * real runtime after the layer made its mounts.
  */
-const USERNS_HOST_DIR = "/srv/cridock-userns";
+const USERNS_PRIVATE_DIR = "/srv/cridock-private";
+const USERNS_HOST_DIR = `${USERNS_PRIVATE_DIR}/userns`;
+const USERNS_ROOTFS_WORD = "written-into-the-rootfs-by-the-pod";
 const USERNS_POD = withSpec(
-  podManifest("userns", {
-    name: "app",
-    command: [
-      "sh",
-      "-c",
-      'echo "map=$(tr -s " " </proc/self/uid_map | sed "s/^ //") id=$(id -u):$(id -g) busybox=$(stat -c %u:%g /bin/busybox) etc=$(stat -c %u:%g /etc) ' +
-        'emptydir=$(echo written >/scratch/f && cat /scratch/f):$(stat -c %u:%g /scratch/f) hostpath=$(cat /host/data)"; exec sleep 36000',
-    ],
-    volumeMounts: [
-      { name: "scratch", mountPath: "/scratch" },
-      { name: "host", mountPath: "/host", readOnly: true },
-    ],
-  }),
+  podManifest(
+    "userns",
+    {
+      name: "app",
+      command: [
+        "sh",
+        "-c",
+        'echo "map=$(tr -s " " </proc/self/uid_map | sed "s/^ //") id=$(id -u):$(id -g) busybox=$(stat -c %u:%g /bin/busybox) etc=$(stat -c %u:%g /etc) ' +
+          'emptydir=$(echo written >/scratch/f && cat /scratch/f):$(stat -c %u:%g /scratch/f) hostpath=$(cat /host/data)"; ' +
+          `echo ${USERNS_ROOTFS_WORD} >/written-by-pod; exec sleep 36000`,
+      ],
+      volumeMounts: [
+        { name: "scratch", mountPath: "/scratch" },
+        { name: "host", mountPath: "/host", readOnly: true },
+      ],
+    },
+    { name: "broken", command: ["/no-such-program"], volumeMounts: [{ name: "scratch", mountPath: "/scratch" }] },
+  ),
   { hostUsers: false, volumes: [{ name: "scratch", emptyDir: {} }, { name: "host", hostPath: { path: USERNS_HOST_DIR, type: "Directory" } }] },
 );
 
@@ -654,7 +666,10 @@ if (!existsSync(KUBELET)) {
       return;
     }
     t.ok(supported, "the default handler reports user namespaces");
-    await vm.run(`mkdir -p ${USERNS_HOST_DIR} && echo from-the-host >${USERNS_HOST_DIR}/data && cat >${MANIFESTS}/userns.json`, { input: JSON.stringify(USERNS_POD, null, 2) });
+    await vm.run(
+      `install -d -m 0700 ${USERNS_PRIVATE_DIR} && mkdir -p ${USERNS_HOST_DIR} && echo from-the-host >${USERNS_HOST_DIR}/data && chmod 0644 ${USERNS_HOST_DIR}/data && cat >${MANIFESTS}/userns.json`,
+      { input: JSON.stringify(USERNS_POD, null, 2) },
+    );
     const since = Date.now();
     const id = await waitFor(() => firstListed(vm, `${crictl} ps -q --name '^app$' --label io.kubernetes.pod.name=userns-${NODE_NAME} --state running`));
     if (!id) {
@@ -673,6 +688,67 @@ if (!existsSync(KUBELET)) {
     const pid = (await vm.run(`${crictl} inspect -o go-template --template '{{.info.pid}}' ${id}`, { timeoutMs: 180_000 })).trim();
     t.equal((await vm.run(`stat -c %u /proc/${pid}`)).trim(), map?.[1], "on the host the process runs as the mapped id, not as root");
     t.equal((await vm.run(`stat -c %u:%g ${USERNS_HOST_DIR}/data`)).trim(), "0:0", "the hostPath file kept its owner");
+
+    // Issue 56: nothing of the pod reachable by another host user through the layer's mounts.
+    t.equal((await vm.run(`cat /proc/${pid}/root/written-by-pod`)).trim(), USERNS_ROOTFS_WORD, "root sees the file the pod wrote into its rootfs (the check below is not vacuous)");
+    t.equal((await vm.run("grep -c cridock-rootfs /proc/self/mountinfo || true")).trim(), "0", "no mount of the layer is in the host's mount namespace while the pod runs");
+    t.equal((await vm.run("grep idmapped /proc/self/mountinfo | grep -v ' ro[ ,]' || true")).trim(), "", "no idmapped mount the host can see is writable");
+    // As nobody: every mount point the host lists, and the layer's directories, tried for both files.
+    const probe = [
+      "for mp in $(awk '{print $5}' /proc/self/mountinfo) /run/cridock-rootfs/*/m /run/cridock-rootfs/*/v*; do",
+      '  for f in "$mp/written-by-pod" "$mp/data" "$mp"/*/written-by-pod "$mp"/*/data "$mp"/*/*/data; do',
+      '    c=$(cat "$f" 2>/dev/null) && case $c in *' + USERNS_ROOTFS_WORD + "*|*from-the-host*) echo \"read $f\" ;; esac",
+      "  done",
+      "done; true",
+    ].join("\n");
+    t.equal((await vm.run(`setpriv --reuid=65534 --regid=65534 --clear-groups sh -s`, { input: probe, timeoutMs: 300_000 })).trim(), "", "uid 65534 reads neither file through any mount the host lists");
+    t.not((await vm.ssh(`setpriv --reuid=65534 --regid=65534 --clear-groups cat ${USERNS_HOST_DIR}/data`)).status, 0, "nor at its source, under a directory only root may enter");
+    const dirs = (await vm.run("stat -c '%U:%g %a %n' /run/cridock-rootfs /run/cridock-rootfs/* 2>/dev/null || true")).trim().split("\n");
+    t.match(dirs[0], /^root:0 711 \/run\/cridock-rootfs$/, "the layer's directory: root's 0711");
+    t.ok(dirs.slice(1).every((d) => new RegExp(`^root:${map?.[1]} 710 `).test(d)), `each container's directory: root and the pod root's group, 0710 (${dirs.slice(1).join("; ")})`);
+
+    // Another pod on the same host ids: refused, naming this one.
+    const ids = [{ host_id: Number(map?.[1]) + 100, container_id: 0, length: 65536 }];
+    const clash = await vm.ssh(`cat >/tmp/cridock-clash.json && ${crictl} runp /tmp/cridock-clash.json`, {
+      input: JSON.stringify({
+        metadata: { name: "clash", namespace: "default", uid: "cridock-clash", attempt: 0 },
+        log_directory: "/tmp/cridock-clash-logs",
+        linux: { security_context: { namespace_options: { userns_options: { mode: 0, uids: ids, gids: ids } } } },
+      }),
+      timeoutMs: 180_000,
+    });
+    t.not(clash.status, 0, "a pod on host ids another live pod holds is refused");
+    t.match(output(clash), new RegExp(`InvalidArgument.*overlap host uids .* of pod default/userns-${NODE_NAME}`), "INVALID_ARGUMENT naming the pod that holds them");
+
+    // The broken container: each of its creates fails in runc after oci-edit mounted; nothing stays mounted.
+    const failed = await waitFor(async () => {
+      const r = await vm.ssh(`journalctl -u kubelet --no-pager -o cat | grep -c 'no-such-program' || true`);
+      return Number(r.stdout.trim()) > 0 ? true : undefined;
+    }, 180_000, 5000);
+    t.ok(failed, "kubelet tried to start the broken container, and its create failed");
+    t.equal((await vm.run("cat /proc/[0-9]*/mountinfo 2>/dev/null | grep -c cridock-rootfs || true")).trim(), "0", "a failed create leaves no mount of the layer in any namespace");
+
+    // oci-edit killed with -9 in the middle of a create: the app container stopped, kubelet creates it again.
+    const killer = vm.ssh(
+      "for i in $(seq 1 6000); do p=$(pgrep -f '[o]ci-edit --bundle' | head -n1); if [ -n \"$p\" ]; then kill -9 $p && echo killed $p; exit 0; fi; sleep 0.02; done; echo none",
+      { timeoutMs: 300_000 },
+    );
+    await vm.run(`${crictl} stop ${id}`, { timeoutMs: 180_000 });
+    const killed = await killer;
+    t.match(killed.stdout, /killed \d+/, "an oci-edit was killed with -9 mid-way");
+    const again = await waitFor(
+      async () => {
+        const next = await firstListed(vm, `${crictl} ps -q --name '^app$' --label io.kubernetes.pod.name=userns-${NODE_NAME} --state running`);
+        return next && next !== id ? next : undefined;
+      },
+      300_000,
+      5000,
+    );
+    t.ok(again, "kubelet started the container again after the killed create");
+    t.equal((await vm.run("cat /proc/[0-9]*/mountinfo 2>/dev/null | grep -c cridock-rootfs || true")).trim(), "0", "the killed create left no mount of the layer in any namespace");
+    const running = new Set((await vm.run("docker ps -q --no-trunc")).trim().split("\n"));
+    const leftovers = (await vm.run("ls -A /run/cridock-rootfs")).trim().split("\n").filter((n) => n && !running.has(n));
+    t.comment(`directories of containers that do not run: ${leftovers.length} (the runtime's cleanup delete removes them; the sweep takes what it missed after 15 minutes)`);
 
     await vm.run(`rm -f ${MANIFESTS}/userns.json`);
     // The runtime's delete follows each exit (containerd deletes the task), whatever becomes of the stopped container.

@@ -30,7 +30,7 @@ import { fileURLToPath } from "node:url";
 import { CRICTL, CRITEST } from "../helpers/env.ts";
 import { ensureDebInstalled, nodeHasUserns, suiteDeb, suiteNode, shellQuote, trustHostMirror } from "../helpers/vm-node.ts";
 import { countJunit, passedSpecs } from "../conformance/junit.ts";
-import { ginkgoFlags, parseFocus } from "../conformance/spec-lists.ts";
+import { ginkgoFlags, parseFocus, type SpecPattern } from "../conformance/spec-lists.ts";
 
 const FOCUS_FILE = fileURLToPath(new URL("validation-focus.txt", import.meta.url));
 const JUNIT = "/root/critest-junit.xml";
@@ -39,6 +39,16 @@ const CRITEST_TIMEOUT_S = 1500;
 
 /** Focus lines of specs critest runs only where the default handler reports user namespaces. */
 const USERNS_LINE = /UserNamespaces/;
+/**
+ * Specs cridock fails on purpose. critest's pod in its own user namespace
+ * maps host ids 1000-100999, the host's own users' (a person's uid on most
+ * hosts): cridock refuses every mapping onto host ids 0-65535
+ * (oci/id-mappings.ts), which kubelet never sends. The other
+ * UserNamespaces specs still run, and docs/operating.md says so.
+ */
+const SKIP: SpecPattern[] = [
+  { regex: "UserNamespaces .*runtime should support NamespaceMode_POD", source: "validation.test.ts", reason: "maps host ids 1000-100999, which cridock refuses" },
+];
 
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
 
@@ -56,7 +66,7 @@ if (!existsSync(CRITEST)) {
     await trustHostMirror(vm);
     await vm.copy(CRITEST, "/usr/local/bin/critest");
     await vm.run(`command -v sudo >/dev/null || { printf '#!/bin/sh\\nexec "$@"\\n' >/usr/local/bin/sudo && chmod 0755 /usr/local/bin/sudo; }`);
-    const args = ["-runtime-endpoint=unix:///var/run/cridock.sock", `-ginkgo.junit-report=${JUNIT}`, "-ginkgo.no-color", ...ginkgoFlags(focus, [])];
+    const args = ["-runtime-endpoint=unix:///var/run/cridock.sock", `-ginkgo.junit-report=${JUNIT}`, "-ginkgo.no-color", ...ginkgoFlags(focus, SKIP)];
     const since = Date.now();
     const run = await vm.ssh(`rm -f ${JUNIT}; cd /root && timeout ${CRITEST_TIMEOUT_S} critest ${args.map(shellQuote).join(" ")}`, {
       timeoutMs: (CRITEST_TIMEOUT_S + 120) * 1000,

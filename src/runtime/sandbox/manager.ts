@@ -5,7 +5,8 @@
  * finished or undone after a crash. Operations on one sandbox are serialized
  * (KeyedMutex); different sandboxes proceed in parallel.
  */
-import { createInUserns, usernsEdit, usernsLayer } from "../pod-userns.ts";
+import { createInUserns, usernsClash, usernsEdit, usernsLayer, type UsernsHolder } from "../pod-userns.ts";
+import type { OciLayer } from "../../oci/layer.ts";
 import { SpecEditsStore } from "../../oci/edits-store.ts";
 import { SPEC_EDITS_VERSION } from "../../oci/spec-edits.ts";
 import type { UsernsSupport } from "../../oci/userns-support.ts";
@@ -120,7 +121,6 @@ export class SandboxManager implements SandboxLookup {
   async run(spec: SandboxSpec, signal?: AbortSignal): Promise<string> {
     validateSandboxSpec(spec);
     const hostNetwork = spec.namespaces.network === "node";
-    const bandwidth = bandwidthFromAnnotations(spec.annotations);
     if (spec.runtimeHandler && !(await this.options.runtimeNames()).includes(spec.runtimeHandler)) {
       throw invalidArgument(
         `runtime handler "${spec.runtimeHandler}" is not a Docker runtime; dockerd knows ${(await this.options.runtimeNames()).join(", ") || "none"}`,
@@ -135,6 +135,41 @@ export class SandboxManager implements SandboxLookup {
       throw failedPrecondition(`pod ${pod} asks for its own user namespace under runtime handler "${spec.runtimeHandler}", which cannot give one: only the default handler runs through cridock's runtime layer`);
     }
     const usernsLayerOf = spec.userns ? await usernsLayer(this.options.userns, `pod ${pod}`) : undefined;
+    // The pod's host ids are its own: none of another live pod's, held from here until its checkpoint lists it.
+    const unclaim = spec.userns ? this.claimUserns(spec, pod) : undefined;
+    try {
+      return await this.create(spec, pod, usernsLayerOf, signal);
+    } finally {
+      unclaim?.();
+    }
+  }
+
+  /** Host ids claimed by RunPodSandbox calls whose checkpoint is not written yet. */
+  private readonly usernsClaims = new Set<UsernsHolder>();
+
+  /**
+   * Refuses `spec`'s mappings when they overlap those of another pod's live
+   * sandbox (recorded, or being created), and claims them until the caller
+   * lets go. A sandbox of the same pod (another attempt) shares them by
+   * design; a stopped one holds no process, and kubelet may give its ids on.
+   */
+  private claimUserns(spec: SandboxSpec, pod: string): () => void {
+    const holders: UsernsHolder[] = [...this.usernsClaims];
+    for (const r of this.records.values()) {
+      if (r.phase !== "stopped" && r.spec.userns) {
+        holders.push({ sandboxId: r.id, pod: `${r.spec.metadata.namespace}/${r.spec.metadata.name}`, podUid: r.spec.metadata.uid, mappings: r.spec.userns });
+      }
+    }
+    const clash = usernsClash(spec.userns!, spec.metadata.uid, holders);
+    if (clash) throw clash;
+    const claim: UsernsHolder = { sandboxId: "", pod, podUid: spec.metadata.uid, mappings: spec.userns! };
+    this.usernsClaims.add(claim);
+    return () => void this.usernsClaims.delete(claim);
+  }
+
+  private async create(spec: SandboxSpec, pod: string, usernsLayerOf: OciLayer | undefined, signal: AbortSignal | undefined): Promise<string> {
+    const hostNetwork = spec.namespaces.network === "node";
+    const bandwidth = bandwidthFromAnnotations(spec.annotations);
     const log = this.log.child({ pod, attempt: spec.metadata.attempt });
     const fail = (step: string, err: unknown) =>
       new CridockError(err instanceof CridockError ? err.code : "UNKNOWN", `RunPodSandbox for pod ${pod}: ${step}`, { cause: err });

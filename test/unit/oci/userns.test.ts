@@ -5,7 +5,7 @@
  * answer to "can you", and CRI's userns_options.
  */
 import t from "tap";
-import { highestMappedId, idmapMountOption, mappingProblem, procMapMatches, sameMappings, type UsernsMappings } from "../../../src/oci/id-mappings.ts";
+import { HOST_RESERVED_IDS, highestMappedId, idmapMountOption, mappingProblem, overlappingMapping, procMapMatches, sameMappings, type UsernsMappings } from "../../../src/oci/id-mappings.ts";
 import { mountAt, mountsUnder, overlayLayers, parseMountinfo } from "../../../src/mountinfo.ts";
 import { applyUserns, bindMountsAt, parseSpecEdits, type OciSpec } from "../../../src/oci/spec-edits.ts";
 import { judgeUserns, utilLinuxVersion } from "../../../src/oci/userns-support.ts";
@@ -13,7 +13,7 @@ import { usernsFromCri } from "../../../src/cri/userns-options.ts";
 import { NamespaceMode } from "../../../src/cri/proto-types.ts";
 import { CridockError } from "../../../src/errors.ts";
 import type { OciLayer } from "../../../src/oci/layer.ts";
-import { checkPodUserns, idmappedMounts } from "../../../src/runtime/pod-userns.ts";
+import { checkPodUserns, idmappedMounts, usernsClash } from "../../../src/runtime/pod-userns.ts";
 import type { SandboxView } from "../../../src/runtime/sandbox/view.ts";
 import type { MountSpec } from "../../../src/runtime/container/spec.ts";
 
@@ -30,19 +30,42 @@ function code(f: () => unknown): string {
 /** What kubelet sends: one range of 65536 ids at a multiple of 65536. */
 const KUBELET: UsernsMappings = { uids: [{ containerId: 0, hostId: 65536 * 7, length: 65536 }], gids: [{ containerId: 0, hostId: 65536 * 7, length: 65536 }] };
 
-t.test("mappings: kubelet's pass; host root, overlaps, an unmapped pod root, empty and out-of-range ones do not", async (t) => {
+const H = 65536 * 3;
+
+t.test("mappings: kubelet's pass; the host's own ids, overlaps, an unmapped pod root, empty and out-of-range ones do not", async (t) => {
   t.equal(mappingProblem("uid", KUBELET.uids), undefined);
   t.match(mappingProblem("uid", []), /no uid mapping/);
-  t.match(mappingProblem("gid", [{ containerId: 0, hostId: 0, length: 65536 }]), /maps onto the host's gid 0/);
-  t.match(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 0 }]), /length of at least 1/);
-  t.match(mappingProblem("uid", [{ containerId: -1, hostId: 1000, length: 1 }]), /not container id/);
+  t.match(mappingProblem("gid", [{ containerId: 0, hostId: 0, length: 65536 }]), /maps onto the host's own gids \(0-65535\)/);
+  t.match(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 100000 }]), /maps onto the host's own uids/, "critest's 1000: a person's uid on most hosts");
+  t.match(mappingProblem("uid", [{ containerId: 0, hostId: 65535, length: 65536 }]), /host's own uids/, "the last reserved id");
+  t.equal(mappingProblem("uid", [{ containerId: 0, hostId: HOST_RESERVED_IDS, length: 65536 }]), undefined, "the first id kubelet may give");
+  t.match(mappingProblem("uid", [{ containerId: 0, hostId: H, length: 65536 }, { containerId: 65536, hostId: 65534, length: 1 }]), /host's own uids/, "a second line onto nobody");
+  t.match(mappingProblem("uid", [{ containerId: 0, hostId: H, length: 0 }]), /length of at least 1/);
+  t.match(mappingProblem("uid", [{ containerId: -1, hostId: H, length: 1 }]), /not container id/);
   t.match(mappingProblem("uid", [{ containerId: 0, hostId: 2 ** 32 - 10, length: 65536 }]), /reaches past the last id/);
-  t.match(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 10 }, { containerId: 5, hostId: 5000, length: 10 }]), /container ranges overlap/);
-  t.match(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 10 }, { containerId: 10, hostId: 1005, length: 10 }]), /host ranges overlap/);
-  t.equal(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 10 }, { containerId: 10, hostId: 1010, length: 10 }]), undefined, "adjacent is fine");
-  t.match(mappingProblem("gid", [{ containerId: 1, hostId: 1000, length: 100000 }]), /no gid mapping starts at container gid 0/, "critest: container id 0 must be mapped");
-  t.match(mappingProblem("uid", [{ containerId: 0, hostId: 1000, length: 100000 }, { containerId: 0, hostId: 2000, length: 100000 }]), /container ranges overlap/, "critest: two mappings of the same ids");
-  t.match(mappingProblem("uid", Array.from({ length: 341 }, (_, i) => ({ containerId: i, hostId: 1000 + i, length: 1 }))), /kernel's 340/);
+  t.match(mappingProblem("uid", [{ containerId: 0, hostId: H, length: 10 }, { containerId: 5, hostId: H + 5000, length: 10 }]), /container ranges overlap/);
+  t.match(mappingProblem("uid", [{ containerId: 0, hostId: H, length: 10 }, { containerId: 10, hostId: H + 5, length: 10 }]), /host ranges overlap/);
+  t.equal(mappingProblem("uid", [{ containerId: 0, hostId: H, length: 10 }, { containerId: 10, hostId: H + 10, length: 10 }]), undefined, "adjacent is fine");
+  t.match(mappingProblem("gid", [{ containerId: 1, hostId: H, length: 100000 }]), /no gid mapping starts at container gid 0/, "critest: container id 0 must be mapped");
+  t.match(mappingProblem("uid", [{ containerId: 0, hostId: H, length: 100000 }, { containerId: 0, hostId: H + 1000, length: 100000 }]), /container ranges overlap/, "critest: two mappings of the same ids");
+  t.match(mappingProblem("uid", Array.from({ length: 341 }, (_, i) => ({ containerId: i, hostId: H + i, length: 1 }))), /kernel's 340/);
+});
+
+t.test("a pod's host ids are its own: another live pod's overlapping ones are refused, naming it", async (t) => {
+  const other = (hostId: number, length = 65536): UsernsMappings => ({ uids: [{ containerId: 0, hostId, length }], gids: [{ containerId: 0, hostId, length }] });
+  t.same(overlappingMapping(KUBELET, other(65536 * 8)), undefined, "the next range is free");
+  t.match(overlappingMapping(KUBELET, other(65536 * 8 - 1, 2)), { what: "uid" }, "one id in common is an overlap");
+  t.same(overlappingMapping(KUBELET, { uids: other(65536).uids, gids: KUBELET.gids })?.what, "gid", "gids are checked too");
+  const holders = [
+    { sandboxId: "b".repeat(64), pod: "default/web", podUid: "uid-web", mappings: KUBELET },
+    { sandboxId: "", pod: "default/db", podUid: "uid-db", mappings: other(65536 * 9) },
+  ];
+  t.equal(usernsClash(KUBELET, "uid-web", holders), undefined, "another attempt of the same pod shares its ids");
+  const clash = usernsClash(other(65536 * 7 + 100, 10), "uid-new", holders);
+  t.equal(clash?.code, "INVALID_ARGUMENT");
+  t.match(clash?.message, /host uids 458852-458861 overlap host uids 458752-524287 of pod default\/web \(sandbox bbbbbbbbbbbb\)/);
+  t.match(usernsClash(other(65536 * 9), "uid-new", holders)?.message, /of pod default\/db \(being created\)/, "a pod still being created holds its ids");
+  t.equal(usernsClash(other(65536 * 10), "uid-new", holders), undefined);
 });
 
 t.test("mappings travel as util-linux's idmap option and are recognised in /proc's uid_map", async (t) => {
@@ -58,7 +81,8 @@ t.test("mappings travel as util-linux's idmap option and are recognised in /proc
 t.test("the edits' userns is checked like kubelet's request", async (t) => {
   const edit = { ...KUBELET, join: false, idmapMounts: ["/data"] };
   t.same(parseSpecEdits(JSON.stringify({ version: 1, userns: edit })), { version: 1, userns: edit });
-  t.throws(() => parseSpecEdits(JSON.stringify({ version: 1, userns: { ...edit, uids: [{ containerId: 0, hostId: 0, length: 1 }] } })), /host's uid 0/);
+  t.throws(() => parseSpecEdits(JSON.stringify({ version: 1, userns: { ...edit, uids: [{ containerId: 0, hostId: 0, length: 1 }] } })), /host's own uids/);
+  t.throws(() => parseSpecEdits(JSON.stringify({ version: 1, userns: { ...edit, gids: [{ containerId: 0, hostId: 1000, length: 65536 }] } })), /host's own gids/, "the layer checks the host's ids too");
   t.throws(() => parseSpecEdits(JSON.stringify({ version: 1, userns: { ...edit, join: "yes" } })), /join is not true or false/);
   t.throws(() => parseSpecEdits(JSON.stringify({ version: 1, userns: { ...edit, idmapMounts: ["rel"] } })), /not an absolute path/);
   t.throws(() => parseSpecEdits(JSON.stringify({ version: 1, userns: { ...edit, extra: 1 } })), /carries extra/);
