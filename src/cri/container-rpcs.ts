@@ -143,6 +143,8 @@ export function specFromCri(config: cri.ContainerConfig): spec.ContainerSpec {
       image: m.image?.image ?? "",
       imageSubPath: m.imageSubPath ?? "",
       idMappings: mountMappings(m.uidMappings, m.gidMappings),
+      // Kept only when asked: the mounts label stays as it was for every other mount.
+      ...(m.mountOptions?.length ? { mountOptions: [...m.mountOptions] } : {}),
     })),
     devices: (config.devices ?? []).map((d) => ({
       containerPath: d.containerPath ?? "",
@@ -218,6 +220,8 @@ export function statusToCri(c: spec.ContainerInfo): cri.ContainerStatus {
       recursiveReadOnly: m.recursiveReadOnly,
       image: m.image ? { image: m.image } : null,
       imageSubPath: m.imageSubPath ?? "",
+      // From the container's label: only strings go on the wire.
+      mountOptions: Array.isArray(m.mountOptions) ? m.mountOptions.filter((o) => typeof o === "string") : [],
     })),
     logPath: c.logPath,
     resources: { linux: resourcesToCri(c.resources) },

@@ -15,6 +15,7 @@ import type { NetworkReadinessSource } from "../network/plugin.ts";
 import { compareApiVersions } from "../docker/api-version.ts";
 import type { DockerInfo } from "../docker/types.ts";
 import type { UsernsSupport } from "../oci/userns-support.ts";
+import type { MountOptionsSupport } from "../oci/mount-options.ts";
 import { kernelAtLeast } from "../kernel-release.ts";
 
 export const RUNTIME_NAME = "docker";
@@ -32,6 +33,10 @@ export interface RuntimeHandlerInfo {
   userNamespaces: boolean;
 }
 
+export interface RuntimeFeaturesInfo {
+  mountOptions: boolean;
+}
+
 export class RuntimeStatus {
   private version: { epoch: number; text: Promise<string> } | undefined;
   private info: { epoch: number; value: Promise<DockerInfo> } | undefined;
@@ -43,6 +48,8 @@ export class RuntimeStatus {
     private readonly savePodCidr?: (cidr: string) => Promise<void>,
     /** Whether pods can have their own user namespace (oci/userns-support.ts). */
     private readonly userns?: () => Promise<UsernsSupport>,
+    /** Whether the node honours bind mount options (oci/mount-options.ts). */
+    private readonly mountOptions?: () => Promise<MountOptionsSupport>,
   ) {}
 
   /**
@@ -137,6 +144,19 @@ export class RuntimeStatus {
     const rro = compareApiVersions(api, "1.44") >= 0 && kernelAtLeast(info.KernelVersion ?? "", 5, 12);
     const names = ["", ...Object.keys(info.Runtimes ?? {}).sort()];
     return names.map((name) => ({ name, recursiveReadOnlyMounts: rro, userNamespaces: name === "" && userns?.ok === true }));
+  }
+
+  /**
+   * The runtime-wide features (Status' RuntimeFeatures) that depend on the
+   * node. Bind mount options (KEP-5855) go through cridock's OCI runtime
+   * layer, so they are declared only where it is registered and works;
+   * kubelet then refuses pods that ask for them on a node without it,
+   * rather than cridock running their volumes without the options. An
+   * answer that cannot be had is no.
+   */
+  async runtimeFeatures(): Promise<RuntimeFeaturesInfo> {
+    const answer = await this.mountOptions?.().catch(() => undefined);
+    return { mountOptions: answer?.ok === true };
   }
 
   /** Takes kubelet's pod CIDR at once, and keeps it for the next start (a failed save fails the call: kubelet retries). */
