@@ -37,7 +37,12 @@ export interface RuntimeFeaturesInfo {
   mountOptions: boolean;
 }
 
+/** How long Status' runtime-wide features stand before they are asked again. */
+const FEATURES_TTL_MS = 60_000;
+
 export class RuntimeStatus {
+  private features: { value: RuntimeFeaturesInfo; at: number } | undefined;
+  private featuresPending: Promise<RuntimeFeaturesInfo> | undefined;
   private version: { epoch: number; text: Promise<string> } | undefined;
   private info: { epoch: number; value: Promise<DockerInfo> } | undefined;
 
@@ -152,11 +157,21 @@ export class RuntimeStatus {
    * layer, so they are declared only where it is registered and works;
    * kubelet then refuses pods that ask for them on a node without it,
    * rather than cridock running their volumes without the options. An
-   * answer that cannot be had is no.
+   * answer that cannot be had is no. The answer stands FEATURES_TTL_MS:
+   * kubelet asks Status every few seconds, and a quiet node's calls ask
+   * dockerd nothing (the layer's lookup asks /info); a layer installed
+   * meanwhile is declared within that time.
    */
-  async runtimeFeatures(): Promise<RuntimeFeaturesInfo> {
-    const answer = await this.mountOptions?.().catch(() => undefined);
-    return { mountOptions: answer?.ok === true };
+  async runtimeFeatures(now = Date.now()): Promise<RuntimeFeaturesInfo> {
+    const cached = this.features;
+    if (cached && now - cached.at < FEATURES_TTL_MS) return cached.value;
+    this.featuresPending ??= (async () => {
+      const answer = await this.mountOptions?.().catch(() => undefined);
+      return { mountOptions: answer?.ok === true };
+    })().finally(() => (this.featuresPending = undefined));
+    const value = await this.featuresPending;
+    this.features = { value, at: now };
+    return value;
   }
 
   /** Takes kubelet's pod CIDR at once, and keeps it for the next start (a failed save fails the call: kubelet retries). */

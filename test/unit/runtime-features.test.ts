@@ -66,6 +66,24 @@ t.test("no layer, another runtime under its name, or no answer: mount_options fa
   }
 });
 
+t.test("the answer stands a minute: Status every few seconds asks the layer's lookup (and dockerd) nothing more", async (t) => {
+  let asked = 0;
+  let layer = false;
+  const probe = async () => {
+    asked++;
+    return layer ? { ok: true as const, layer: { runtime: "cridock", launcher: "/l", delegate: "runc", editsDir: "/e" } } : { ok: false as const, reason: "none" };
+  };
+  const status = new RuntimeStatus({} as DockerClient, {} as NetworkReadinessSource, undefined, undefined, probe);
+  const t0 = 1_000_000;
+  t.same(await Promise.all([status.runtimeFeatures(t0), status.runtimeFeatures(t0)]), [{ mountOptions: false }, { mountOptions: false }]);
+  t.equal(asked, 1, "concurrent calls share one question");
+  layer = true;
+  t.same(await status.runtimeFeatures(t0 + 59_000), { mountOptions: false }, "still the answer of a minute ago");
+  t.equal(asked, 1);
+  t.same(await status.runtimeFeatures(t0 + 60_000), { mountOptions: true }, "a layer installed meanwhile is declared after it");
+  t.equal(asked, 2);
+});
+
 t.test("RuntimeStatus without a mount options probe says no", async (t) => {
   const status = new RuntimeStatus({} as DockerClient, {} as NetworkReadinessSource);
   t.same(await status.runtimeFeatures(), { mountOptions: false });

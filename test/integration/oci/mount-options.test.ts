@@ -128,10 +128,10 @@ t.test("bind mount options through the OCI layer: refused without it, in force w
     const installed = layer("install");
     t.equal(installed.status, 0, `install: ${installed.stdout}${installed.stderr}`);
     t.teardown(() => void layer("uninstall"));
-    // cridock trusts the layer's absence for 15 s before it asks dockerd again.
+    // Status' features stand a minute (runtime/status.ts): the layer is declared within it.
     let declared = await mountOptionsDeclared();
-    for (const deadline = Date.now() + 30_000; !declared && Date.now() < deadline; declared = await mountOptionsDeclared()) {
-      await new Promise((r) => setTimeout(r, 500));
+    for (const deadline = Date.now() + 90_000; !declared && Date.now() < deadline; declared = await mountOptionsDeclared()) {
+      await new Promise((r) => setTimeout(r, 1000));
     }
     t.ok(declared, "Status declares mount_options once the layer is registered");
     t.match(check(), /^OK +mount-options +bind mount options \(noexec, nodev, nosuid\) are honoured/m);
