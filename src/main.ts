@@ -45,6 +45,7 @@ import { CRIDOCK_VERSION } from "./version.ts";
 import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
 import { OciLayerLookup } from "./oci/layer.ts";
+import { mountOptionsSupport } from "./oci/mount-options.ts";
 import { UsernsSupportProbe } from "./oci/userns-support.ts";
 import { RootfsSweeper } from "./oci/rootfs-sweeper.ts";
 import { isNotFound } from "./docker/errors.ts";
@@ -129,7 +130,9 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     () => ociLayer.current({ quiet: true }),
     async () => ({ ...(await docker.info()), apiVersion: await docker.apiVersion() }),
   );
-  const status = new RuntimeStatus(docker, network, (cidr) => podCidrs.save(cidr), () => userns.current());
+  // Bind mount options (CRI Mount.mount_options) are carried out by the layer alone; its absence is in their refusals.
+  const mountOptions = async () => mountOptionsSupport(await ociLayer.state({ quiet: true }));
+  const status = new RuntimeStatus(docker, network, (cidr) => podCidrs.save(cidr), () => userns.current(), mountOptions);
   status.prefetchOnConnect();
   const imageFs = new ImageFilesystem(docker);
   const images = new ImageManager({
@@ -191,6 +194,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     requestTimeoutMs: config.runtimeRequestTimeoutMs,
     ociLayer: () => ociLayer.current(),
     userns: () => userns.current(),
+    mountOptions,
   });
   // What the last run left, reconciled with Docker before pods are served (cri/startup-gate.ts).
   const gate = new StartupGate("scratch.sweep");

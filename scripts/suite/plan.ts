@@ -192,6 +192,8 @@ export const ENGINE_INDEPENDENT_TESTS = [
   "test/integration/service/socket-activation.test.ts",
   // Its own dockerd (Debian's), never the engine under test.
   "test/integration/oci/layer.test.ts",
+  // Its own dockerd running the primary engine's binary, with the layer installed in it.
+  "test/integration/oci/mount-options.test.ts",
 ];
 
 /** A refusal of the arguments or the environment, reported as one line. */

@@ -61,6 +61,7 @@ export function evaluate(facts: NodeFacts): CheckItem[] {
     capabilitiesItem(facts),
     oomScoreItem(facts),
     ociLayerItem(facts),
+    mountOptionsItem(facts),
     pauseItem(facts),
     streamingItem(facts),
     socketItem(facts),
@@ -109,11 +110,29 @@ function ociLayerItem({ docker, hostCgroupVersion, ociLayer }: NodeFacts): Check
   if (!docker.ok || !ociLayer) return { name, verdict: "warn", detail: "unknown: dockerd does not answer" };
   if (ociLayer.ready) return { name, verdict: "ok", detail: `runtime "${ociLayer.runtime}" → ${ociLayer.launcher} (real runtime ${ociLayer.delegate}): unified settings are in force before a container's first instruction` };
   const v2 = (docker.cgroupVersion ?? String(hostCgroupVersion ?? "")) === "2";
-  if (!v2) return { name, verdict: "ok", detail: `not registered, and not needed on cgroup v1 (${ociLayer.reason})` };
+  if (!v2) return { name, verdict: "ok", detail: `not registered, and not needed on cgroup v1 for unified settings (${ociLayer.reason})` };
   return {
     name,
     verdict: "warn",
     detail: `${ociLayer.reason}; without it, kubelet's unified settings (memory.oom.group) are written after each container starts, not before its first instruction`,
+    fix: "cridock oci-layer install",
+  };
+}
+
+/**
+ * Bind mount options (kubelet's VolumeBindMountOptions: noexec, nodev,
+ * nosuid on a volume) need the layer on any node: Docker's API has no
+ * field for them. Without it Status declares no `mount_options`, and
+ * kubelet refuses the pods that ask (PodFeatureUnsupported).
+ */
+function mountOptionsItem({ docker, ociLayer }: NodeFacts): CheckItem {
+  const name = "mount-options";
+  if (!docker.ok || !ociLayer) return { name, verdict: "warn", detail: "unknown: dockerd does not answer" };
+  if (ociLayer.ready) return { name, verdict: "ok", detail: `bind mount options (noexec, nodev, nosuid) are honoured: the layer adds them to each volume's mount; Status declares mount_options` };
+  return {
+    name,
+    verdict: "warn",
+    detail: `bind mount options (noexec, nodev, nosuid) cannot be honoured: ${ociLayer.reason}; Status declares no mount_options, so kubelet refuses pods whose volumes ask for them`,
     fix: "cridock oci-layer install",
   };
 }

@@ -11,6 +11,7 @@ import { RepeatedFieldEncoder } from "./repeated-encoding.ts";
 import { sendInBatches } from "./list-stream.ts";
 import type * as cri from "./proto-types.ts";
 import { ContainerState, MountPropagation, NamespaceMode, ProfileType, Signal, SupplementalGroupsPolicy } from "./proto-types.ts";
+import { dockerSignalName, signalFromName } from "./signal-names.ts";
 import { invalidArgument } from "../errors.ts";
 import type { ContainerManager } from "../runtime/container/manager.ts";
 import type * as spec from "../runtime/container/spec.ts";
@@ -42,16 +43,6 @@ const STATE: Record<spec.ContainerStateName, cri.ContainerState> = {
   unknown: ContainerState.CONTAINER_UNKNOWN,
 };
 const STATE_NAME = Object.fromEntries(Object.entries(STATE).map(([k, v]) => [v, k])) as Record<number, spec.ContainerStateName>;
-
-/** CRI signal enum names → the names Docker takes ("SIGRTMIN+1"). */
-const SIGNAL_NAME: Record<number, string> = {};
-const SIGNAL_VALUE: Record<string, cri.Signal> = {};
-for (const [key, value] of Object.entries(Signal)) {
-  if (value === Signal.RUNTIME_DEFAULT) continue;
-  const name = key.replace(/PLUS(\d+)$/, "+$1").replace(/MINUS(\d+)$/, "-$1");
-  SIGNAL_NAME[value] = name;
-  SIGNAL_VALUE[name] ??= value;
-}
 
 function profile(p: cri.SecurityProfile | null | undefined, legacy: string): spec.SecurityProfile | undefined {
   if (p) {
@@ -120,6 +111,14 @@ function securityFromCri(sc: cri.LinuxContainerSecurityContext | null | undefine
   };
 }
 
+/** Docker's name for the stop signal kubelet asks; "" for the image's own. A number the enum lacks is refused, not dropped. */
+function stopSignalFromCri(value: number): string {
+  if (value === Signal.SIGNAL_RUNTIME_DEFAULT) return "";
+  const name = dockerSignalName(value);
+  if (!name) throw invalidArgument(`stop_signal ${value} is not a value of CRI's Signal enum`);
+  return name;
+}
+
 export function specFromCri(config: cri.ContainerConfig): spec.ContainerSpec {
   const envs = (config.envs ?? []).map((kv) => ({
     key: kv.key ?? "",
@@ -144,6 +143,8 @@ export function specFromCri(config: cri.ContainerConfig): spec.ContainerSpec {
       image: m.image?.image ?? "",
       imageSubPath: m.imageSubPath ?? "",
       idMappings: mountMappings(m.uidMappings, m.gidMappings),
+      // Kept only when asked: the mounts label stays as it was for every other mount.
+      ...(m.mountOptions?.length ? { mountOptions: [...m.mountOptions] } : {}),
     })),
     devices: (config.devices ?? []).map((d) => ({
       containerPath: d.containerPath ?? "",
@@ -157,7 +158,7 @@ export function specFromCri(config: cri.ContainerConfig): spec.ContainerSpec {
     stdin: config.stdin ?? false,
     stdinOnce: config.stdinOnce ?? false,
     tty: config.tty ?? false,
-    stopSignal: config.stopSignal ? (SIGNAL_NAME[config.stopSignal] ?? "") : "",
+    stopSignal: stopSignalFromCri(config.stopSignal ?? Signal.SIGNAL_RUNTIME_DEFAULT),
     resources: resourcesFromCri(config.linux?.resources),
     security: securityFromCri(config.linux?.securityContext),
   };
@@ -220,11 +221,14 @@ export function statusToCri(c: spec.ContainerInfo): cri.ContainerStatus {
       // image_ref (ImageSpec tag 20): the id the volume was mounted from, as PullImage returned it.
       image: m.image ? { image: m.image, ...(m.imageRef ? { imageRef: m.imageRef } : {}) } : null,
       imageSubPath: m.imageSubPath ?? "",
+      // From the container's label: only strings go on the wire.
+      mountOptions: Array.isArray(m.mountOptions) ? m.mountOptions.filter((o) => typeof o === "string") : [],
     })),
     logPath: c.logPath,
     resources: { linux: resourcesToCri(c.resources) },
     user: c.user ? { linux: { uid: c.user.uid, gid: c.user.gid, supplementalGroups: c.user.supplementalGroups } } : null,
-    stopSignal: SIGNAL_VALUE[c.stopSignal] ?? Signal.RUNTIME_DEFAULT,
+    // Docker's name (the request's, or the image's); one the enum lacks reads as the runtime's default.
+    stopSignal: signalFromName(c.stopSignal) ?? Signal.SIGNAL_RUNTIME_DEFAULT,
   };
 }
 

@@ -50,6 +50,7 @@ export interface Mount {
   recursiveReadOnly?: boolean;
   image?: ImageSpec | null;
   imageSubPath?: string;
+  mountOptions?: string[];
 }
 
 export interface IDMapping {
@@ -498,72 +499,72 @@ export interface ContainerConfig {
 }
 
 export const Signal = {
-  RUNTIME_DEFAULT: 0,
-  SIGABRT: 1,
-  SIGALRM: 2,
-  SIGBUS: 3,
-  SIGCHLD: 4,
-  SIGCLD: 5,
-  SIGCONT: 6,
-  SIGFPE: 7,
-  SIGHUP: 8,
-  SIGILL: 9,
-  SIGINT: 10,
-  SIGIO: 11,
-  SIGIOT: 12,
-  SIGKILL: 13,
-  SIGPIPE: 14,
-  SIGPOLL: 15,
-  SIGPROF: 16,
-  SIGPWR: 17,
-  SIGQUIT: 18,
-  SIGSEGV: 19,
-  SIGSTKFLT: 20,
-  SIGSTOP: 21,
-  SIGSYS: 22,
-  SIGTERM: 23,
-  SIGTRAP: 24,
-  SIGTSTP: 25,
-  SIGTTIN: 26,
-  SIGTTOU: 27,
-  SIGURG: 28,
-  SIGUSR1: 29,
-  SIGUSR2: 30,
-  SIGVTALRM: 31,
-  SIGWINCH: 32,
-  SIGXCPU: 33,
-  SIGXFSZ: 34,
-  SIGRTMIN: 35,
-  SIGRTMINPLUS1: 36,
-  SIGRTMINPLUS2: 37,
-  SIGRTMINPLUS3: 38,
-  SIGRTMINPLUS4: 39,
-  SIGRTMINPLUS5: 40,
-  SIGRTMINPLUS6: 41,
-  SIGRTMINPLUS7: 42,
-  SIGRTMINPLUS8: 43,
-  SIGRTMINPLUS9: 44,
-  SIGRTMINPLUS10: 45,
-  SIGRTMINPLUS11: 46,
-  SIGRTMINPLUS12: 47,
-  SIGRTMINPLUS13: 48,
-  SIGRTMINPLUS14: 49,
-  SIGRTMINPLUS15: 50,
-  SIGRTMAXMINUS14: 51,
-  SIGRTMAXMINUS13: 52,
-  SIGRTMAXMINUS12: 53,
-  SIGRTMAXMINUS11: 54,
-  SIGRTMAXMINUS10: 55,
-  SIGRTMAXMINUS9: 56,
-  SIGRTMAXMINUS8: 57,
-  SIGRTMAXMINUS7: 58,
-  SIGRTMAXMINUS6: 59,
-  SIGRTMAXMINUS5: 60,
-  SIGRTMAXMINUS4: 61,
-  SIGRTMAXMINUS3: 62,
-  SIGRTMAXMINUS2: 63,
-  SIGRTMAXMINUS1: 64,
-  SIGRTMAX: 65,
+  SIGNAL_RUNTIME_DEFAULT: 0,
+  SIGNAL_SIGABRT: 1,
+  SIGNAL_SIGALRM: 2,
+  SIGNAL_SIGBUS: 3,
+  SIGNAL_SIGCHLD: 4,
+  SIGNAL_SIGCLD: 5,
+  SIGNAL_SIGCONT: 6,
+  SIGNAL_SIGFPE: 7,
+  SIGNAL_SIGHUP: 8,
+  SIGNAL_SIGILL: 9,
+  SIGNAL_SIGINT: 10,
+  SIGNAL_SIGIO: 11,
+  SIGNAL_SIGIOT: 12,
+  SIGNAL_SIGKILL: 13,
+  SIGNAL_SIGPIPE: 14,
+  SIGNAL_SIGPOLL: 15,
+  SIGNAL_SIGPROF: 16,
+  SIGNAL_SIGPWR: 17,
+  SIGNAL_SIGQUIT: 18,
+  SIGNAL_SIGSEGV: 19,
+  SIGNAL_SIGSTKFLT: 20,
+  SIGNAL_SIGSTOP: 21,
+  SIGNAL_SIGSYS: 22,
+  SIGNAL_SIGTERM: 23,
+  SIGNAL_SIGTRAP: 24,
+  SIGNAL_SIGTSTP: 25,
+  SIGNAL_SIGTTIN: 26,
+  SIGNAL_SIGTTOU: 27,
+  SIGNAL_SIGURG: 28,
+  SIGNAL_SIGUSR1: 29,
+  SIGNAL_SIGUSR2: 30,
+  SIGNAL_SIGVTALRM: 31,
+  SIGNAL_SIGWINCH: 32,
+  SIGNAL_SIGXCPU: 33,
+  SIGNAL_SIGXFSZ: 34,
+  SIGNAL_SIGRTMIN: 35,
+  SIGNAL_SIGRTMINPLUS1: 36,
+  SIGNAL_SIGRTMINPLUS2: 37,
+  SIGNAL_SIGRTMINPLUS3: 38,
+  SIGNAL_SIGRTMINPLUS4: 39,
+  SIGNAL_SIGRTMINPLUS5: 40,
+  SIGNAL_SIGRTMINPLUS6: 41,
+  SIGNAL_SIGRTMINPLUS7: 42,
+  SIGNAL_SIGRTMINPLUS8: 43,
+  SIGNAL_SIGRTMINPLUS9: 44,
+  SIGNAL_SIGRTMINPLUS10: 45,
+  SIGNAL_SIGRTMINPLUS11: 46,
+  SIGNAL_SIGRTMINPLUS12: 47,
+  SIGNAL_SIGRTMINPLUS13: 48,
+  SIGNAL_SIGRTMINPLUS14: 49,
+  SIGNAL_SIGRTMINPLUS15: 50,
+  SIGNAL_SIGRTMAXMINUS14: 51,
+  SIGNAL_SIGRTMAXMINUS13: 52,
+  SIGNAL_SIGRTMAXMINUS12: 53,
+  SIGNAL_SIGRTMAXMINUS11: 54,
+  SIGNAL_SIGRTMAXMINUS10: 55,
+  SIGNAL_SIGRTMAXMINUS9: 56,
+  SIGNAL_SIGRTMAXMINUS8: 57,
+  SIGNAL_SIGRTMAXMINUS7: 58,
+  SIGNAL_SIGRTMAXMINUS6: 59,
+  SIGNAL_SIGRTMAXMINUS5: 60,
+  SIGNAL_SIGRTMAXMINUS4: 61,
+  SIGNAL_SIGRTMAXMINUS3: 62,
+  SIGNAL_SIGRTMAXMINUS2: 63,
+  SIGNAL_SIGRTMAXMINUS1: 64,
+  SIGNAL_SIGRTMAX: 65,
 } as const;
 export type Signal = (typeof Signal)[keyof typeof Signal];
 
@@ -854,6 +855,7 @@ export interface RuntimeHandler {
 export interface RuntimeFeatures {
   supplementalGroupsPolicy?: boolean;
   userNamespacesHostNetwork?: boolean;
+  mountOptions?: boolean;
 }
 
 export interface StatusResponse {
@@ -1014,6 +1016,34 @@ export interface CheckpointContainerRequest {
 }
 
 export interface CheckpointContainerResponse {
+}
+
+export interface CheckpointPodRequest {
+  podSandboxId?: string;
+  outputPath?: string;
+  containerIds?: string[];
+  options?: Record<string, string>;
+}
+
+export interface CheckpointPodResponse {
+}
+
+export interface RestorePodRequest {
+  checkpointPath?: string;
+  config?: PodSandboxConfig | null;
+  runtimeHandler?: string;
+  options?: Record<string, string>;
+  containerConfigs?: ContainerConfig[];
+}
+
+export interface RestoredContainer {
+  name?: string;
+  containerId?: string;
+}
+
+export interface RestorePodResponse {
+  podSandboxId?: string;
+  restoredContainers?: RestoredContainer[];
 }
 
 export interface GetEventsRequest {

@@ -45,7 +45,10 @@ export function runtimeInfoRpcs({ status, verboseInfo, starting }: RuntimeInfoDe
         for (const c of conditions) if (c.type === "RuntimeReady" && c.status) Object.assign(c, { status: false, ...pending });
       }
       const runtimeReady = conditions.find((c) => c.type === "RuntimeReady")?.status ?? false;
-      const handlers = runtimeReady ? await status.runtimeHandlers().catch(() => []) : [];
+      const [handlers, features] = await Promise.all([
+        runtimeReady ? status.runtimeHandlers().catch(() => []) : [],
+        status.runtimeFeatures(),
+      ]);
       const info: Record<string, string> = {};
       if (request.verbose) {
         for (const [key, value] of Object.entries(verboseInfo())) info[key] = JSON.stringify(value);
@@ -58,8 +61,9 @@ export function runtimeInfoRpcs({ status, verboseInfo, starting }: RuntimeInfoDe
           features: { recursiveReadOnlyMounts: h.recursiveReadOnlyMounts, userNamespaces: h.userNamespaces },
         })),
         // Strict is carried out on every engine (numeric user:group, GroupAdd; see container/strict-user.ts).
-        // User namespaces stay off: Docker's are daemon-wide, kubelet assigns a mapping per pod.
-        features: { supplementalGroupsPolicy: true, userNamespacesHostNetwork: false },
+        // A pod in its own user namespace cannot have the host's network (runtime/sandbox/spec.ts).
+        // Bind mount options only where the OCI runtime layer is (runtime/status.ts).
+        features: { supplementalGroupsPolicy: true, userNamespacesHostNetwork: false, mountOptions: features.mountOptions },
       };
     },
 

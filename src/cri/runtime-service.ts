@@ -11,6 +11,7 @@ import { streamingRpcs, type StreamingRpcDeps } from "./streaming-rpcs.ts";
 import { containerRpcs, type ContainerRpcDeps } from "./container-rpcs.ts";
 import { metricsRpcs, type MetricsRpcDeps } from "./metrics-rpcs.ts";
 import { containerEventRpcs, type ContainerEventRpcDeps } from "./container-events-rpcs.ts";
+import { podCheckpointRpcs } from "./pod-checkpoint-rpcs.ts";
 
 export type RuntimeServiceDeps = RuntimeInfoDeps &
   SandboxRpcDeps &
@@ -29,5 +30,6 @@ export function runtimeServiceRpcs(deps: RuntimeServiceDeps): HandlerTable {
     ...containerRpcs(deps),
     ...metricsRpcs(deps),
     ...containerEventRpcs(deps),
+    ...podCheckpointRpcs(),
   };
 }

@@ -73,9 +73,15 @@ export class OciLayerLookup {
 
   /** The layer, or undefined; `quiet` when the caller does not need it (a cgroup v1 node's start-up sweep). */
   async current(options: { quiet?: boolean } = {}): Promise<OciLayer | undefined> {
+    const state = await this.state(options);
+    return state.ready ? state.layer : undefined;
+  }
+
+  /** The layer, or why the node lacks it (for the messages of what needs it: bind mount options). */
+  async state(options: { quiet?: boolean } = {}): Promise<LayerState> {
     const now = Date.now();
     const c = this.cached;
-    if (c && now - c.at < (c.state.ready ? READY_TTL_MS : ABSENT_TTL_MS)) return c.state.ready ? c.state.layer : undefined;
+    if (c && now - c.at < (c.state.ready ? READY_TTL_MS : ABSENT_TTL_MS)) return c.state;
     this.pending ??= this.info()
       .then((info) => inspectLayer(info))
       .finally(() => (this.pending = undefined));
@@ -86,6 +92,6 @@ export class OciLayerLookup {
       this.onAbsent(state.reason);
     }
     if (state.ready) this.toldAbsent = false;
-    return state.ready ? state.layer : undefined;
+    return state;
   }
 }

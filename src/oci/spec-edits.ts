@@ -10,13 +10,18 @@
  *   and the sandbox's for every other container of the pod, with the
  *   rootfs and the named volumes idmapped (idmapped-rootfs.ts prepares
  *   them; applyUserns puts them in the spec).
+ * - Bind mount options kubelet asks for a volume (noexec, nodev, nosuid;
+ *   mount-options.ts), added to that mount's `options` beside its own
+ *   (applyMountOptions).
  *
  * The edits file is read by a process Docker starts as root, so it is
  * treated as hostile: parseSpecEdits takes only the known shape, with every
  * key and value checked as CreateContainer checks them.
  */
+import { posix } from "node:path";
 import { isUnifiedKey, UNIFIED_VALUE_MAX } from "../runtime/unified-keys.ts";
 import { highestMappedId, mappingsProblem, ociMappings, parseMappings, type UsernsMappings } from "./id-mappings.ts";
+import { CONTRARY_OPTION, mountOptionsProblem, type BindMountOption } from "./mount-options.ts";
 
 export const SPEC_EDITS_VERSION = 1;
 
@@ -25,6 +30,14 @@ export interface SpecEdits {
   /** cgroup v2 interface file → value, merged over what the spec has. */
   unified?: Record<string, string>;
   userns?: UsernsEdit;
+  /** Bind mount options to add, per mount (by its container path). */
+  mountOptions?: MountOptionsEdit[];
+}
+
+export interface MountOptionsEdit {
+  /** The mount's container path, as kubelet gave it. */
+  destination: string;
+  options: BindMountOption[];
 }
 
 export interface UsernsEdit extends UsernsMappings {
@@ -61,6 +74,26 @@ function parseUserns(value: unknown): UsernsEdit {
   return { ...mappings, join, idmapMounts: idmapMounts as string[] };
 }
 
+function parseMountOptions(value: unknown): MountOptionsEdit[] {
+  if (!Array.isArray(value) || value.length > MOUNTS_MAX) throw new Error(`the spec edits' mountOptions is not a list of at most ${MOUNTS_MAX} mounts`);
+  const seen = new Set<string>();
+  return value.map((entry: unknown) => {
+    if (!entry || typeof entry !== "object" || Array.isArray(entry)) throw new Error("the spec edits' mountOptions entry is not an object");
+    const { destination, options, ...rest } = entry as Record<string, unknown>;
+    const unknown = Object.keys(rest);
+    if (unknown.length > 0) throw new Error(`the spec edits' mountOptions entry carries ${unknown.join(", ")}, which this layer does not know: cridock and its layer differ`);
+    if (typeof destination !== "string" || !destination.startsWith("/") || destination.length > PATH_MAX || destination.includes("\0") || destination.split("/").includes("..")) {
+      throw new Error(`the spec edits' mountOptions destination ${JSON.stringify(String(destination).slice(0, 80))} is not an absolute path without ".." segments`);
+    }
+    if (seen.has(mountKey(destination))) throw new Error(`the spec edits' mountOptions name ${destination.slice(0, 80)} twice`);
+    seen.add(mountKey(destination));
+    if (!Array.isArray(options) || options.length === 0) throw new Error(`the spec edits' mountOptions for ${destination.slice(0, 80)} is not a non-empty list`);
+    const problem = mountOptionsProblem(options);
+    if (problem) throw new Error(`the spec edits' mountOptions for ${destination.slice(0, 80)}: ${problem}`);
+    return { destination, options: options as BindMountOption[] };
+  });
+}
+
 /** The edits in `text`, or an Error saying what is wrong with them. */
 export function parseSpecEdits(text: string): SpecEdits {
   let parsed: unknown;
@@ -70,7 +103,7 @@ export function parseSpecEdits(text: string): SpecEdits {
     throw new Error(`the spec edits are not JSON: ${(err as Error).message}`);
   }
   if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("the spec edits are not a JSON object");
-  const { version, unified, userns, ...rest } = parsed as Record<string, unknown>;
+  const { version, unified, userns, mountOptions, ...rest } = parsed as Record<string, unknown>;
   if (version !== SPEC_EDITS_VERSION) throw new Error(`the spec edits' version ${JSON.stringify(version)} is not ${SPEC_EDITS_VERSION}: cridock and its layer differ`);
   const unknown = Object.keys(rest);
   if (unknown.length > 0) throw new Error(`the spec edits carry ${unknown.join(", ")}, which this layer does not know: cridock and its layer differ`);
@@ -87,6 +120,7 @@ export function parseSpecEdits(text: string): SpecEdits {
     }
   }
   if (userns !== undefined) edits.userns = parseUserns(userns);
+  if (mountOptions !== undefined) edits.mountOptions = parseMountOptions(mountOptions);
   return edits;
 }
 
@@ -137,6 +171,44 @@ export function bindMountsAt(spec: OciSpec, paths: readonly string[]): number[] 
 }
 
 /**
+ * A mount's destination as Docker writes it into the spec, for matching:
+ * Docker cleans the target it is given (path.Clean), kubelet's paths are
+ * already clean; repeated and trailing slashes and "." segments go.
+ */
+function mountKey(path: string): string {
+  return posix.normalize(path).replace(/\/+$/, "") || "/";
+}
+
+function isBind(m: OciMount): boolean {
+  return m.type === "bind" || (m.options ?? []).some((o) => o === "bind" || o === "rbind");
+}
+
+/**
+ * `spec` with each edit's options added to the bind mount at its
+ * destination, beside the mount's own: `ro`, the propagation Docker wrote,
+ * `rbind`; an idmapped volume (applyUserns) keeps them too, since that
+ * edit swaps only the mount's source. An option that undoes one asked for
+ * (`exec` for `noexec`) is taken out, since runc applies them in order.
+ * A destination with no bind mount in the spec fails the container's
+ * start: it never runs with the volume mounted without what was asked.
+ */
+export function applyMountOptions(spec: OciSpec, edits: readonly MountOptionsEdit[]): OciSpec {
+  for (const edit of edits) {
+    const key = mountKey(edit.destination);
+    const matches = (spec.mounts ?? []).filter((m) => typeof m.destination === "string" && mountKey(m.destination) === key);
+    if (matches.length === 0) throw new Error(`the bundle's config.json has no mount at ${edit.destination}, to which the options ${edit.options.join(",")} were to be added`);
+    for (const mount of matches) {
+      if (!isBind(mount)) throw new Error(`the bundle's config.json mounts ${edit.destination} as ${mount.type ?? "an untyped mount"}, not a bind mount, so the bind mount options ${edit.options.join(",")} cannot be added`);
+      if (mount.options !== undefined && !Array.isArray(mount.options)) throw new Error(`the bundle's config.json has options of mount ${edit.destination} that are not a list`);
+      const undone = new Set<string>(edit.options.map((o) => CONTRARY_OPTION[o]));
+      const kept = (mount.options ?? []).filter((o) => !undone.has(o) && !(edit.options as string[]).includes(o));
+      mount.options = [...kept, ...edit.options];
+    }
+  }
+  return spec;
+}
+
+/**
  * `spec` in the pod's user namespace: a new one with the mappings for the
  * sandbox, or the sandbox's own (joinPath) for its containers; the rootfs
  * and volumes swapped for their idmapped binds. Docker's default
@@ -173,5 +245,6 @@ export function applySpecEdits(spec: unknown, edits: SpecEdits): OciSpec {
     // The edits win over the same key in the spec, as kubelet's map wins over the other fields in runc.
     resources.unified = { ...resources.unified, ...edits.unified };
   }
+  if (edits.mountOptions && edits.mountOptions.length > 0) applyMountOptions(out, edits.mountOptions);
   return out;
 }

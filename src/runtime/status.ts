@@ -15,6 +15,7 @@ import type { NetworkReadinessSource } from "../network/plugin.ts";
 import { compareApiVersions } from "../docker/api-version.ts";
 import type { DockerInfo } from "../docker/types.ts";
 import type { UsernsSupport } from "../oci/userns-support.ts";
+import type { MountOptionsSupport } from "../oci/mount-options.ts";
 import { kernelAtLeast } from "../kernel-release.ts";
 
 export const RUNTIME_NAME = "docker";
@@ -32,7 +33,16 @@ export interface RuntimeHandlerInfo {
   userNamespaces: boolean;
 }
 
+export interface RuntimeFeaturesInfo {
+  mountOptions: boolean;
+}
+
+/** How long Status' runtime-wide features stand before they are asked again. */
+const FEATURES_TTL_MS = 60_000;
+
 export class RuntimeStatus {
+  private features: { value: RuntimeFeaturesInfo; at: number } | undefined;
+  private featuresPending: Promise<RuntimeFeaturesInfo> | undefined;
   private version: { epoch: number; text: Promise<string> } | undefined;
   private info: { epoch: number; value: Promise<DockerInfo> } | undefined;
 
@@ -43,6 +53,8 @@ export class RuntimeStatus {
     private readonly savePodCidr?: (cidr: string) => Promise<void>,
     /** Whether pods can have their own user namespace (oci/userns-support.ts). */
     private readonly userns?: () => Promise<UsernsSupport>,
+    /** Whether the node honours bind mount options (oci/mount-options.ts). */
+    private readonly mountOptions?: () => Promise<MountOptionsSupport>,
   ) {}
 
   /**
@@ -137,6 +149,29 @@ export class RuntimeStatus {
     const rro = compareApiVersions(api, "1.44") >= 0 && kernelAtLeast(info.KernelVersion ?? "", 5, 12);
     const names = ["", ...Object.keys(info.Runtimes ?? {}).sort()];
     return names.map((name) => ({ name, recursiveReadOnlyMounts: rro, userNamespaces: name === "" && userns?.ok === true }));
+  }
+
+  /**
+   * The runtime-wide features (Status' RuntimeFeatures) that depend on the
+   * node. Bind mount options (KEP-5855) go through cridock's OCI runtime
+   * layer, so they are declared only where it is registered and works;
+   * kubelet then refuses pods that ask for them on a node without it,
+   * rather than cridock running their volumes without the options. An
+   * answer that cannot be had is no. The answer stands FEATURES_TTL_MS:
+   * kubelet asks Status every few seconds, and a quiet node's calls ask
+   * dockerd nothing (the layer's lookup asks /info); a layer installed
+   * meanwhile is declared within that time.
+   */
+  async runtimeFeatures(now = Date.now()): Promise<RuntimeFeaturesInfo> {
+    const cached = this.features;
+    if (cached && now - cached.at < FEATURES_TTL_MS) return cached.value;
+    this.featuresPending ??= (async () => {
+      const answer = await this.mountOptions?.().catch(() => undefined);
+      return { mountOptions: answer?.ok === true };
+    })().finally(() => (this.featuresPending = undefined));
+    const value = await this.featuresPending;
+    this.features = { value, at: now };
+    return value;
   }
 
   /** Takes kubelet's pod CIDR at once, and keeps it for the next start (a failed save fails the call: kubelet retries). */

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 export const CRI_API_MODULE = "k8s.io/cri-api";
-export const CRI_API_VERSION = "v0.36.3";
+export const CRI_API_VERSION = "v0.37.2";
 const PROTO_IN_MODULE = "pkg/apis/runtime/v1/api.proto";
 
 export function upstreamProtoPath(): string | undefined {

@@ -86,6 +86,7 @@ t.test("Status: RuntimeReady false while starting; dockerd's own unreadiness is 
       { type: "NetworkReady", status: true, reason: "", message: "" },
     ],
     runtimeHandlers: async () => [{ name: "", recursiveReadOnlyMounts: false, userNamespaces: false }],
+    runtimeFeatures: async () => ({ mountOptions: false }),
   } as unknown as RuntimeStatus;
   const gate = new StartupGate("recovery");
   const rpcs = runtimeInfoRpcs({ status, verboseInfo: () => ({}), starting: () => gate.notReady() });

@@ -48,6 +48,7 @@ const TREE = [
   "test/integration/service/install.test.ts",
   "test/integration/service/socket-activation.test.ts",
   "test/integration/oci/layer.test.ts",
+  "test/integration/oci/mount-options.test.ts",
   "test/integration/service/unit.test.ts",
   "test/unit/b.test.ts",
   "test/unit/a.test.ts",

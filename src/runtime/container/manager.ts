@@ -37,6 +37,7 @@ import { SpecEditsStore } from "../../oci/edits-store.ts";
 import { SPEC_EDITS_VERSION, type SpecEdits } from "../../oci/spec-edits.ts";
 import type { UsernsSupport } from "../../oci/userns-support.ts";
 import { checkPodUserns, createInUserns, idmappedMounts, usernsEdit, usernsFromLabels, usernsLayer } from "../pod-userns.ts";
+import { checkStartRuntime, createForMountOptions, mountOptionsEdits, mountOptionsLayer, type MountOptionsProbe } from "./mount-options.ts";
 import {
   CRIU_CGROUP_REMEDY,
   ContainerRestorer,
@@ -72,6 +73,8 @@ export interface ContainerManagerOptions extends CreateOptions {
   ociLayer?: () => Promise<OciLayer | undefined>;
   /** Whether the node can give pods their own user namespace (src/oci/userns-support.ts). */
   userns?: () => Promise<UsernsSupport>;
+  /** Whether the node honours bind mount options (src/oci/mount-options.ts). */
+  mountOptions?: MountOptionsProbe;
 }
 
 const FULL_ID = /^[0-9a-f]{64}$/;
@@ -179,6 +182,10 @@ export class ContainerManager {
     );
     const unified = Object.keys(spec.resources?.unified ?? {});
     if (unified.length > 0) context.cgroupVersion = await timer.time("cgroup.unified", () => this.unified.checkBeforeCreate(unified, view));
+    // Asked before anything is made on the host: a node that cannot honour the options creates nothing.
+    const what = `container ${spec.name} of pod ${view.metadata.namespace}/${view.metadata.name}`;
+    const mountOptions = mountOptionsEdits(spec.mounts);
+    const optionsLayer = mountOptions.length > 0 ? await mountOptionsLayer(this.options.mountOptions, what, mountOptions) : undefined;
     const created = await timer.time("mounts.mkdir", () => createMissingHostPaths(spec.mounts));
     if (created.length > 0) this.log.info({ sandbox: view.id, name: spec.name, paths: created }, "created missing host paths of mounts as directories");
     const body = await createBody(spec, view, image.id, targetId, this.options, context);
@@ -186,6 +193,7 @@ export class ContainerManager {
     if (userns) createInUserns(body, userns, await usernsLayer(this.options.userns, `container ${spec.name} of pod ${view.metadata.namespace}/${view.metadata.name}`));
     const runtime = userns ? undefined : await this.unified.runtimeForCreate(spec.resources?.unified ?? {}, body.HostConfig ?? {}, context.cgroupVersion);
     if (runtime) body.HostConfig = { ...body.HostConfig, Runtime: runtime };
+    if (optionsLayer) createForMountOptions(body, optionsLayer, what);
     if (restore) body.Labels = { ...body.Labels, [RESTORE_LABEL]: restore.source };
     const name = containerName({ name: spec.name, attempt: spec.attempt }, view.metadata);
     const id = await timer.time("docker.create", () => this.createNamed(name, body));
@@ -309,18 +317,30 @@ export class ContainerManager {
 
   /**
    * What the runtime layer adds to the container's spec at its start, and
-   * where to leave it: its `unified` keys, and for a container of a pod in
-   * its own user namespace, the pod's (with kubelet's volumes to idmap).
+   * where to leave it: its `unified` keys; for a container of a pod in its
+   * own user namespace, the pod's (with kubelet's volumes to idmap); the
+   * bind mount options its volumes ask for.
    * undefined when the container needs nothing of the layer.
    */
   private async specEdits(c: ContainerInspect, id: string, unified: UnifiedStart | undefined): Promise<{ store: SpecEditsStore; edits: SpecEdits } | undefined> {
-    const files = unified?.via === "spec" ? unified.files : undefined;
+    const edits: SpecEdits = { version: SPEC_EDITS_VERSION, unified: unified?.via === "spec" ? unified.files : undefined };
+    let store = unified?.via === "spec" ? unified.store : undefined;
+    const mounts = parseMountsLabel(c.Config.Labels?.[MOUNTS_LABEL]);
     const userns = usernsFromLabels(c.Config.Labels);
-    if (!userns) return unified?.via === "spec" ? { store: unified.store, edits: { version: SPEC_EDITS_VERSION, unified: files } } : undefined;
-    const layer = await usernsLayer(this.options.userns, `container ${id}`);
-    if (c.HostConfig.Runtime !== layer.runtime) throw failedPrecondition(`container ${id} was created for its pod's user namespace without cridock's runtime layer: create it again`);
-    const volumes = idmappedMounts(parseMountsLabel(c.Config.Labels?.[MOUNTS_LABEL]));
-    return { store: new SpecEditsStore(layer.editsDir), edits: { version: SPEC_EDITS_VERSION, unified: files, userns: usernsEdit(userns, false, volumes) } };
+    if (userns) {
+      const layer = await usernsLayer(this.options.userns, `container ${id}`);
+      if (c.HostConfig.Runtime !== layer.runtime) throw failedPrecondition(`container ${id} was created for its pod's user namespace without cridock's runtime layer: create it again`);
+      edits.userns = usernsEdit(userns, false, idmappedMounts(mounts));
+      store = new SpecEditsStore(layer.editsDir);
+    }
+    const mountOptions = mountOptionsEdits(mounts);
+    if (mountOptions.length > 0) {
+      const layer = await mountOptionsLayer(this.options.mountOptions, `container ${id}`, mountOptions);
+      checkStartRuntime(c, layer, id);
+      edits.mountOptions = mountOptions;
+      store ??= new SpecEditsStore(layer.editsDir);
+    }
+    return store ? { store, edits } : undefined;
   }
 
   /** Stops with a grace period (0 = kill now); OK when the container is gone or already stopped. */

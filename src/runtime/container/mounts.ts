@@ -31,6 +31,7 @@ import { compareApiVersions } from "../../docker/api-version.ts";
 import type { DeviceMapping, DockerMount } from "../../docker/types.ts";
 import { failedPrecondition, invalidArgument, unimplemented } from "../../errors.ts";
 import type { DeviceSpec, MountSpec } from "./spec.ts";
+import { mountOptionsProblem } from "../../oci/mount-options.ts";
 
 /**
  * A private mount names no propagation and takes Docker's default: rprivate,
@@ -62,6 +63,7 @@ export function validateMounts(mounts: readonly MountSpec[]): void {
     const target = m.containerPath.replace(/\/+$/, "") || "/";
     if (targets.has(target)) throw invalidArgument(`two mounts target ${target}`);
     targets.add(target);
+    checkMountOptions(m);
     // Image volumes have no host path; image-mounts.ts checks them.
     if (m.image) continue;
     checkPath(m.containerPath, "mount container_path");
@@ -73,6 +75,21 @@ export function validateMounts(mounts: readonly MountSpec[]): void {
       }
     }
   }
+}
+
+/**
+ * A mount's bind mount options (mount_options) are what kubelet allows:
+ * noexec, nodev, nosuid, each at most once. An image volume takes none:
+ * kubelet's validation refuses them there, and Docker's image mounts could
+ * not carry them.
+ */
+function checkMountOptions(m: MountSpec): void {
+  const options = m.mountOptions ?? [];
+  if (options.length === 0) return;
+  const what = m.image ? `image volume ${m.containerPath} (${m.image})` : `mount ${m.containerPath}`;
+  if (m.image) throw invalidArgument(`${what} has mount options ${options.join(", ")}: image volumes take no bind mount options`);
+  const problem = mountOptionsProblem(options);
+  if (problem) throw invalidArgument(`${what}: ${problem}`);
 }
 
 /**

@@ -24,6 +24,12 @@ export interface MountSpec {
   imageSubPath: string;
   /** The mount\'s uid/gid mappings (CRI Mount.uid_mappings): kubelet gives its pod\'s for a pod in its own user namespace, to idmap the mount. */
   idMappings?: UsernsMappings;
+  /**
+   * Bind mount options kubelet asks beside the mount's own (CRI
+   * Mount.mount_options, KEP-5855: noexec, nodev, nosuid), carried into the
+   * OCI spec by cridock's runtime layer; absent when none are asked.
+   */
+  mountOptions?: string[];
 }
 
 /** A mount as ContainerStatus reports it. */

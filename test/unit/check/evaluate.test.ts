@@ -26,7 +26,7 @@ function item(facts: NodeFacts, name: string) {
 
 t.test("a good node: every item OK, exit 0, one line each", async (t) => {
   const items = evaluate(goodFacts());
-  t.same(items.map((i) => i.name), ["docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "oci-layer", "pause-image", "streaming", "socket"]);
+  t.same(items.map((i) => i.name), ["docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "oci-layer", "mount-options", "pause-image", "streaming", "socket"]);
   t.ok(items.every((i) => i.verdict === "ok"), formatItems(items));
   t.equal(exitCode(items), 0);
   t.equal(formatItems(items).split("\n").length, items.length);
@@ -116,6 +116,19 @@ t.test("oci-layer: a cgroup v2 node without the layer warns with the command tha
   const v1 = { ok: true as const, version: "20.10.24", apiVersion: "1.41", cgroupDriver: "cgroupfs", cgroupVersion: "1" };
   t.match(item({ ociLayer: absent, docker: v1 }), { verdict: "ok", detail: /not needed on cgroup v1/ });
   t.match(item({}), { verdict: "ok", detail: /in force before a container's first instruction/ });
+});
+
+t.test("mount-options: honoured with the layer; without it, on cgroup v1 too, a warning that says why and how to fix it", async (t) => {
+  const item = (facts: Partial<NodeFacts>) => evaluate({ ...goodFacts(), ...facts }).find((i) => i.name === "mount-options")!;
+  t.match(item({}), { verdict: "ok", detail: /noexec, nodev, nosuid\) are honoured.*declares mount_options/ });
+  const absent = { ready: false as const, reason: 'dockerd has no runtime named "cridock"' };
+  const v1 = { ok: true as const, version: "20.10.24", apiVersion: "1.41", cgroupDriver: "cgroupfs", cgroupVersion: "1" };
+  for (const facts of [{ ociLayer: absent }, { ociLayer: absent, docker: v1 }]) {
+    const it = item(facts);
+    t.match(it, { verdict: "warn", detail: /cannot be honoured: dockerd has no runtime named "cridock"; .*kubelet refuses pods/, fix: "cridock oci-layer install" });
+  }
+  t.equal(exitCode(evaluate({ ...goodFacts(), ociLayer: absent })), 0, "a node without them still serves pods");
+  t.match(item({ docker: { ok: false, error: "connect ENOENT" }, ociLayer: undefined }), { verdict: "warn", detail: /unknown/ });
 });
 
 t.test("mountOf finds the longest mount point holding a path", async (t) => {

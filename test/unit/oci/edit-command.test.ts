@@ -29,6 +29,19 @@ t.test("the store's edits reach the bundle's config.json, which keeps its mode",
   t.rejects(store.write("../x", { version: 1 }), /not a full Docker container id/);
 });
 
+t.test("bind mount options written by the server reach that mount in config.json; a mount the bundle lacks fails the edit", async (t) => {
+  const { dir, bundle: b, store } = bundle(t);
+  const volume = { destination: "/data", type: "bind", source: "/var/lib/kubelet/pods/u/volumes/v", options: ["rbind", "ro", "rprivate"] };
+  writeFileSync(join(b, "config.json"), JSON.stringify({ ociVersion: "1.2.0", mounts: [volume] }), { mode: 0o600 });
+  await store.write(ID, { version: 1, mountOptions: [{ destination: "/data", options: ["noexec", "nosuid", "nodev"] }] });
+  await applyEditsToBundle(b, join(store.dir, `${ID}.json`));
+  t.same(JSON.parse(readFileSync(join(b, "config.json"), "utf8")).mounts, [{ ...volume, options: ["rbind", "ro", "rprivate", "noexec", "nosuid", "nodev"] }]);
+  await store.write(ID, { version: 1, mountOptions: [{ destination: "/elsewhere", options: ["noexec"] }] });
+  const log = join(dir, "log.json");
+  t.equal(await runOciEdit(["--bundle", b, "--edits", join(store.dir, `${ID}.json`), "--log", log]), 1, "the runtime's create fails");
+  t.match(JSON.parse(readFileSync(log, "utf8").trim()).msg, /was not started: the bundle's config.json has no mount at \/elsewhere/);
+});
+
 t.test("edits anyone else could have written are refused", async (t) => {
   const { bundle: b, store } = bundle(t);
   await store.write(ID, { version: 1, unified: { "memory.oom.group": "1" } });

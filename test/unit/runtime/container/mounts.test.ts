@@ -51,6 +51,30 @@ t.test("recursive read-only is checked before the engine is asked", async (t) =>
   t.doesNotThrow(() => validateMounts([mount({ readonly: true, recursiveReadOnly: true })]), "valid RRO is left to the engine");
 });
 
+t.test("bind mount options: noexec, nodev and nosuid, each once; anything else names the option and the mount", async (t) => {
+  t.doesNotThrow(() => validateMounts([mount({ mountOptions: ["noexec", "nodev", "nosuid"] }), mount({ containerPath: "/ro", readonly: true, propagation: "host-to-container", mountOptions: ["nosuid"] })]));
+  t.doesNotThrow(() => validateMounts([mount({ mountOptions: [] })]), "none asked");
+  const refused: [string[], RegExp][] = [
+    [["exec"], /mount \/data: mount option "exec" is not one of noexec, nodev, nosuid/],
+    [["noexec", "ro"], /mount \/data: mount option "ro" is not one of/],
+    [["NOEXEC"], /"NOEXEC" is not one of/],
+    [["noexec,nodev"], /"noexec,nodev" is not one of/],
+    [[""], /"" is not one of/],
+    [["nodev", "nodev"], /mount \/data: mount option "nodev" is given twice/],
+  ];
+  for (const [options, message] of refused) {
+    t.throws(() => validateMounts([mount({ mountOptions: options })]), { code: "INVALID_ARGUMENT", message }, JSON.stringify(options));
+  }
+});
+
+t.test("an image volume with bind mount options is INVALID_ARGUMENT, as kubelet's validation has it", async (t) => {
+  t.throws(() => validateMounts([mount({ hostPath: "", image: "registry.example/data:1", mountOptions: ["noexec"] })]), {
+    code: "INVALID_ARGUMENT",
+    message: /image volume \/data \(registry\.example\/data:1\) has mount options noexec: image volumes take no bind mount options/,
+  });
+  t.doesNotThrow(() => validateMounts([mount({ hostPath: "", image: "registry.example/data:1" })]), "without options it is left to image-mounts.ts");
+});
+
 t.test("a missing host path is created as a directory before the container, as containerd does", async (t) => {
   const { mkdtemp, rm, stat, symlink, writeFile } = await import("node:fs/promises");
   const { tmpdir } = await import("node:os");
