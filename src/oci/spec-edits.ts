@@ -15,7 +15,7 @@
  * treated as hostile: parseSpecEdits takes only the known shape, with every
  * key and value checked as CreateContainer checks them.
  */
-import { isUnifiedKey, UNIFIED_VALUE_MAX } from "../runtime/unified-keys.ts";
+import { isUnifiedKey, UNIFIED_VALUE_MAX } from "../cgroup-unified-keys.ts";
 import { highestMappedId, mappingsProblem, ociMappings, parseMappings, type UsernsMappings } from "./id-mappings.ts";
 
 export const SPEC_EDITS_VERSION = 1;
