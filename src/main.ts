@@ -26,7 +26,7 @@ import { countObjects, metricsWiring } from "./metrics/setup.ts";
 import { notifySystemd } from "./systemd/notify.ts";
 import { runCheck } from "./check/command.ts";
 import { describeCause } from "./errors.ts";
-import { CRIDOCK_VERSION } from "./version.ts";
+import { versionLine } from "./version.ts";
 import { StepTimer } from "./steps.ts";
 
 /** The start's budget after its module load (see startCridock); the reconciliation's share of it is bounded in cri/setup.ts. */
@@ -127,7 +127,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (parsed.kind === "version") {
-    process.stdout.write(`cridock ${CRIDOCK_VERSION}\n`);
+    process.stdout.write(`${versionLine()}\n`);
     return 0;
   }
   const { config } = parsed;
