@@ -17,7 +17,7 @@ import { execFileSync } from "node:child_process";
 import { realpathSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
-export const CRIDOCK_VERSION = "0.1.0";
+export const CRIDOCK_VERSION = "0.2.0";
 
 declare const CRIDOCK_BUILD_COMMIT: string | undefined;
 const BAKED_COMMIT = typeof CRIDOCK_BUILD_COMMIT === "string" ? CRIDOCK_BUILD_COMMIT : undefined;

@@ -27,7 +27,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/version-of.sh"
 command -v dpkg-deb >/dev/null || die "dpkg-deb is missing (package dpkg)"
 command -v dpkg-shlibdeps >/dev/null || die "dpkg-shlibdeps is missing (package dpkg-dev)"
 
-version="${CRIDOCK_DEB_VERSION:-$(sed -n 's/^export const CRIDOCK_VERSION = "\(.*\)";$/\1/p' "$repo_root/src/version.ts")}"
+source_version="$(sed -n 's/^export const CRIDOCK_VERSION = "\(.*\)";$/\1/p' "$repo_root/src/version.ts")"
+# A semantic pre-release (0.2.0-rc.1) is packaged as 0.2.0~rc.1 (see version-of.sh).
+version="${CRIDOCK_DEB_VERSION:-$(cridock_debian_version "$source_version")}"
 [[ "$version" =~ ^[0-9][0-9A-Za-z.+~-]*$ ]] || die "not a Debian version: '$version' (from CRIDOCK_DEB_VERSION or src/version.ts)"
 arch=amd64
 binary="$repo_root/dist/cridock-linux-x64"
@@ -41,7 +43,7 @@ fi
 
 # The version and commit the executable says it is: the package describes what it carries.
 read -r binary_version commit < <(cridock_version_of "$binary") || die "$binary --version does not name its version and commit (built outside a git checkout? set CRIDOCK_BUILD_COMMIT and rebuild it)"
-[[ -n "${CRIDOCK_DEB_VERSION:-}" || "$binary_version" == "$version" ]] || die "$binary is cridock $binary_version, not $version: rebuild it (node_modules/.bin/tsx scripts/build/binary.ts)"
+[[ -n "${CRIDOCK_DEB_VERSION:-}" || "$binary_version" == "$source_version" ]] || die "$binary is cridock $binary_version, not $source_version: rebuild it (node_modules/.bin/tsx scripts/build/binary.ts)"
 
 stage="$(mktemp -d /tmp/cridock-deb.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
