@@ -15,12 +15,29 @@
  *   tsx scripts/build/bundle.ts                 (npm run build; npm's prepack runs it)
  *   tsx scripts/build/bundle.ts ENTRY OUTFILE   (another entry point, relative to the package root)
  *   CRIDOCK_BUNDLE_SOURCEMAP=1 …               (also OUTFILE.map, for reading CPU profiles)
+ *   CRIDOCK_BUILD_COMMIT=<40 hex>[-dirty] …     (the commit to bake in where there is no git checkout)
+ *
+ * Every build bakes in the commit it was built from (src/version.ts prints
+ * it with --version): git's HEAD of this checkout, "-dirty" with changes
+ * not committed, or "unknown" outside a checkout.
  */
 import { build, type BuildOptions, type Plugin } from "esbuild";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { gitCommit, UNKNOWN_COMMIT, validCommit } from "../../src/version.ts";
 
 export const root = fileURLToPath(new URL("../../", import.meta.url));
+
+/** The commit a build bakes in: CRIDOCK_BUILD_COMMIT when set (it must be a commit id), else git's, else "unknown". */
+export function buildCommit(env: NodeJS.ProcessEnv = process.env, checkout: string = root): string {
+  const given = env.CRIDOCK_BUILD_COMMIT;
+  if (given !== undefined && given !== "") {
+    const commit = validCommit(given);
+    if (!commit) throw new Error(`CRIDOCK_BUILD_COMMIT=${JSON.stringify(given.slice(0, 80))} is not a commit id (40 hex digits, optionally -dirty)`);
+    return commit;
+  }
+  return gitCommit(checkout) ?? UNKNOWN_COMMIT;
+}
 
 /**
  * @grpc/proto-loader, left out: grpc-js requires it only inside its channelz
@@ -40,7 +57,7 @@ export const withoutProtoLoader: Plugin = {
   },
 };
 
-/** What every build of cridock shares: Node 20, the proto embedded, names kept, what is never loaded left out. */
+/** What every build of cridock shares: Node 20, the proto and the commit embedded, names kept, what is never loaded left out. */
 export function commonOptions(): BuildOptions {
   const proto = readFileSync(`${root}proto/runtime/v1/api.proto`, "utf8");
   return {
@@ -48,8 +65,9 @@ export function commonOptions(): BuildOptions {
     bundle: true,
     platform: "node",
     target: "node20",
-    // src/cri/proto.ts parses this text instead of reading proto/ beside the package.
-    define: { CRIDOCK_PROTO_TEXT: JSON.stringify(proto) },
+    // src/cri/proto.ts parses this text instead of reading proto/ beside the package;
+    // src/version.ts prints this commit instead of asking git.
+    define: { CRIDOCK_PROTO_TEXT: JSON.stringify(proto), CRIDOCK_BUILD_COMMIT: JSON.stringify(buildCommit()) },
     // Optional native speed-ups of ws; it works without them, and cridock uses no native addons.
     external: ["bufferutil", "utf-8-validate"],
     plugins: [withoutProtoLoader],

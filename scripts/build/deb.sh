@@ -5,7 +5,9 @@
 # units in /lib/systemd/system, /etc/default/cridock as a conffile, the
 # default CNI network in /usr/share/cridock/cni (postinst copies it to
 # /etc/cni/net.d only when that holds no network), the man page, copyright,
-# changelog and lintian's overrides. Needs dpkg-dev (dpkg-shlibdeps); no root.
+# changelog and lintian's overrides. The package's description and changelog
+# name the commit the executable was built from (as its --version says it).
+# Needs dpkg-dev (dpkg-shlibdeps); no root.
 #
 # Usage: scripts/build/deb.sh          (npm run build:deb)
 # Environment: CRIDOCK_DEB_MAINTAINER  the Maintainer field
@@ -19,11 +21,15 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 deb_dir="$repo_root/packaging/deb"
 die() { printf 'build-deb: error: %s\n' "$*" >&2; exit 1; }
+# shellcheck source=scripts/build/version-of.sh
+source "$(dirname "${BASH_SOURCE[0]}")/version-of.sh"
 
 command -v dpkg-deb >/dev/null || die "dpkg-deb is missing (package dpkg)"
 command -v dpkg-shlibdeps >/dev/null || die "dpkg-shlibdeps is missing (package dpkg-dev)"
 
-version="${CRIDOCK_DEB_VERSION:-$(sed -n 's/^export const CRIDOCK_VERSION = "\(.*\)";$/\1/p' "$repo_root/src/version.ts")}"
+source_version="$(sed -n 's/^export const CRIDOCK_VERSION = "\(.*\)";$/\1/p' "$repo_root/src/version.ts")"
+# A semantic pre-release (0.2.0-rc.1) is packaged as 0.2.0~rc.1 (see version-of.sh).
+version="${CRIDOCK_DEB_VERSION:-$(cridock_debian_version "$source_version")}"
 [[ "$version" =~ ^[0-9][0-9A-Za-z.+~-]*$ ]] || die "not a Debian version: '$version' (from CRIDOCK_DEB_VERSION or src/version.ts)"
 arch=amd64
 binary="$repo_root/dist/cridock-linux-x64"
@@ -34,6 +40,10 @@ export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$repo_root" log -1 --fo
 if [[ ! -x "$binary" ]] || [[ -n "$(find "$repo_root/src" "$repo_root/proto" "$repo_root/package-lock.json" -newer "$binary" -print -quit)" ]]; then
   (cd "$repo_root" && node_modules/.bin/tsx scripts/build/binary.ts) || die "building $binary failed"
 fi
+
+# The version and commit the executable says it is: the package describes what it carries.
+read -r binary_version commit < <(cridock_version_of "$binary") || die "$binary --version does not name its version and commit (built outside a git checkout? set CRIDOCK_BUILD_COMMIT and rebuild it)"
+[[ -n "${CRIDOCK_DEB_VERSION:-}" || "$binary_version" == "$source_version" ]] || die "$binary is cridock $binary_version, not $source_version: rebuild it (node_modules/.bin/tsx scripts/build/binary.ts)"
 
 stage="$(mktemp -d /tmp/cridock-deb.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
@@ -58,7 +68,8 @@ gzip -9n <"$deb_dir/cridock.8" >"$pkg/usr/share/man/man8/cridock.8.gz"
 # A native package's changelog: one entry for this version.
 {
   printf 'cridock (%s) unstable; urgency=medium\n\n' "$version"
-  printf '  * cridock %s as a self-contained executable with its systemd units.\n\n' "$version"
+  printf '  * cridock %s as a self-contained executable with its systemd units.\n' "$version"
+  printf '    Built from commit %s.\n\n' "$commit"
   printf ' -- %s  %s\n' "$maintainer" "$(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
 } | gzip -9n >"$pkg/usr/share/doc/cridock/changelog.gz"
 chmod 0644 "$pkg/usr/share/doc/cridock/changelog.gz" "$pkg/usr/share/man/man8/cridock.8.gz"
@@ -79,7 +90,7 @@ shlibs="$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$pkg/usr/bin/cridock" 2>/dev/
 chmod 0644 "$pkg/DEBIAN/md5sums"
 
 installed_size="$(du -sk --apparent-size --exclude=DEBIAN "$pkg" | cut -f1)"
-sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" \
+sed -e "s/@VERSION@/$version/" -e "s/@COMMIT@/$commit/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" \
   -e "s/@INSTALLED_SIZE@/$installed_size/" -e "s/@SHLIBS_DEPENDS@/$shlibs/" \
   "$deb_dir/control.in" >"$pkg/DEBIAN/control"
 

@@ -8,7 +8,7 @@ import { ConfigError, parseConfig } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { evaluate, exitCode, formatItems } from "./evaluate.ts";
 import { probeNode } from "./probes.ts";
-import { CRIDOCK_VERSION } from "../version.ts";
+import { versionLine } from "../version.ts";
 
 export async function runCheck(argv: string[]): Promise<number> {
   let parsed;
@@ -26,7 +26,7 @@ export async function runCheck(argv: string[]): Promise<number> {
     return 0;
   }
   if (parsed.kind === "version") {
-    process.stdout.write(`cridock ${CRIDOCK_VERSION}\n`);
+    process.stdout.write(`${versionLine()}\n`);
     return 0;
   }
   // Probes log nothing worth showing unless asked; the report is the output.

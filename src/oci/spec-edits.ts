@@ -19,7 +19,7 @@
  * key and value checked as CreateContainer checks them.
  */
 import { posix } from "node:path";
-import { isUnifiedKey, UNIFIED_VALUE_MAX } from "../runtime/unified-keys.ts";
+import { isUnifiedKey, UNIFIED_VALUE_MAX } from "../cgroup-unified-keys.ts";
 import { highestMappedId, mappingsProblem, ociMappings, parseMappings, type UsernsMappings } from "./id-mappings.ts";
 import { CONTRARY_OPTION, mountOptionsProblem, type BindMountOption } from "./mount-options.ts";
 

@@ -23,6 +23,7 @@ import { join } from "node:path";
 import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
 import { CRICTL, PAUSE_IMAGE, TEST_DOCKER_ENDPOINT, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
+import { versionLinePattern } from "../helpers/version-line.ts";
 
 const DEB = join(REPO_ROOT, `dist/cridock_${CRIDOCK_VERSION}_amd64.deb`);
 if (!existsSync(DEB)) throw new Error(`${DEB} is missing: npm run build:deb builds it (scripts/test.sh does)`);
@@ -91,11 +92,12 @@ t.test("apt-get install ./dist/cridock_<version>_amd64.deb installs the executab
   t.match(fields.stdout, new RegExp(`^Version: ${CRIDOCK_VERSION.replace(/\./g, "\\.")}$`, "m"));
   t.match(fields.stdout, /^Depends: .*docker\.io \(>= 20\.10\) \| docker-ce \(>= 5:20\.10\) \| moby-engine/m);
   t.match(fields.stdout, /^Recommends: containernetworking-plugins \| kubernetes-cni/m);
+  t.match(run("dpkg-deb", ["-f", DEB, "Description"]).stdout, new RegExp(`This build is cridock ${CRIDOCK_VERSION.replace(/\./g, "\\.")}, from commit\n [0-9a-f]{40}(-dirty)?\\.$`, "m"), "the description names the version and the commit");
 
   const i = apt("install", DEB_ARG);
   t.equal(i.status, 0, i.stdout + i.stderr);
   t.ok(existsSync("/usr/bin/cridock"), "/usr/bin/cridock");
-  t.equal(run("/usr/bin/cridock", ["--version"]).stdout, `cridock ${CRIDOCK_VERSION}\n`);
+  t.match(run("/usr/bin/cridock", ["--version"]).stdout, versionLinePattern());
   const service = await readFile("/lib/systemd/system/cridock.service", "utf8");
   t.match(service, /^ExecStart=\/usr\/bin\/cridock --container-runtime-endpoint=fd:\/\/ \$CRIDOCK_OPTS$/m);
   t.match(await readFile("/lib/systemd/system/cridock.socket", "utf8"), /^ListenStream=\/run\/cridock\.sock$/m);

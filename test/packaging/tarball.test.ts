@@ -16,6 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT } from "../helpers/cridock-process.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
+import { versionLinePattern } from "../helpers/version-line.ts";
 
 const NAME = `cridock-${CRIDOCK_VERSION}-linux-amd64`;
 const TARBALL = join(REPO_ROOT, `dist/${NAME}.tar.gz`);
@@ -43,12 +44,13 @@ t.test("the tarball holds the executable, the units, the flags file, the network
     ],
   );
   t.equal(spawnSync("tar", ["-xzf", TARBALL, "-C", scratch]).status, 0);
-  t.equal(spawnSync(join(scratch, NAME, "cridock"), ["--version"], { encoding: "utf8", env: {} }).stdout, `cridock ${CRIDOCK_VERSION}\n`);
+  t.match(spawnSync(join(scratch, NAME, "cridock"), ["--version"], { encoding: "utf8", env: {} }).stdout, versionLinePattern());
 });
 
 t.test("the README's install commands work as written", async (t) => {
   const readme = await readFile(join(scratch, NAME, "README.md"), "utf8");
   t.match(readme, new RegExp(`^# cridock ${CRIDOCK_VERSION.replace(/\./g, "\\.")} for Linux on amd64`, "m"), "the version is filled in");
+  t.match(readme, /^Built from commit [0-9a-f]{40}(-dirty)?\.$/m, "and the commit");
   const block = /## Install, as root\n\n```sh\n([\s\S]*?)```/.exec(readme)?.[1];
   t.ok(block, "the README has an install block");
   const commands = (block ?? "").split("\n").filter((l) => !/^systemctl /.test(l)).join("\n");

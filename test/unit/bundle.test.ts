@@ -9,7 +9,9 @@ import t from "tap";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
+import { spawnSync } from "node:child_process";
 import { buildBundle } from "../../scripts/build/bundle.ts";
+import { CRIDOCK_VERSION } from "../../src/version.ts";
 import { CriClient } from "../helpers/cri-client.ts";
 import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
 
@@ -20,11 +22,29 @@ t.test("the bundle serves the CRI API without tsx", async (t) => {
     await rm(outDir, { recursive: true, force: true });
     await rm(scratch, { recursive: true, force: true });
   });
-  const { modules } = await buildBundle(join(basename(outDir), "cridock.js"));
+  // A commit given to the build (as outside a git checkout), to see that the bundle carries it.
+  const commit = "0123456789abcdef0123456789abcdef01234567";
+  const given = process.env.CRIDOCK_BUILD_COMMIT;
+  process.env.CRIDOCK_BUILD_COMMIT = commit;
+  let modules: number;
+  try {
+    ({ modules } = await buildBundle(join(basename(outDir), "cridock.js")));
+  } finally {
+    if (given === undefined) delete process.env.CRIDOCK_BUILD_COMMIT;
+    else process.env.CRIDOCK_BUILD_COMMIT = given;
+  }
   t.ok(modules > 50, `bundled ${modules} modules`);
 
-  const socket = join(scratch, "cri.sock");
   const entry = join(outDir, "cridock.js");
+  // The commit is baked in: with no git to ask (an empty PATH), the bundle still names it.
+  const version = spawnSync(process.execPath, ["--input-type=module", "-e", `const { main } = await import(${JSON.stringify(entry)}); process.exit(await main(["--version"]));`], {
+    encoding: "utf8",
+    env: { PATH: "", NODE_OPTIONS: "" },
+  });
+  t.equal(version.status, 0, version.stderr);
+  t.equal(version.stdout, `cridock ${CRIDOCK_VERSION} (commit ${commit})\n`, "--version names the version and the commit it was built from");
+
+  const socket = join(scratch, "cri.sock");
   const script = `const { main } = await import(${JSON.stringify(entry)}); process.exit(await main(process.argv.slice(1)));`;
   const { child, stderr, exited } = spawnBuiltCridock(
     t,

@@ -19,6 +19,7 @@ import { join } from "node:path";
 import { CRICTL } from "../helpers/env.ts";
 import { ensureDebInstalled, GUEST_CRICTL, loadImage, suiteDeb, suiteNode, writePauseArchive } from "../helpers/vm-node.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
+import { versionLinePattern } from "../helpers/version-line.ts";
 
 const started = Date.now();
 const seconds = (since: number) => `${Math.round((Date.now() - since) / 1000)} s`;
@@ -55,7 +56,7 @@ t.test("apt-get install ./cridock_<version>_amd64.deb, with no network", async (
   const fetched = out.split("\n").filter((l) => /^(Get|Err|Ign|Hit):/.test(l));
   t.same(fetched.filter((l) => !l.includes(`/root/cridock_${CRIDOCK_VERSION}_amd64.deb`)), [], "apt fetched nothing but the .deb itself: the dependencies are in the image");
   t.match(out, /^Setting up cridock \(/m, "dpkg set the package up", { output: out });
-  t.equal(await vm.run("cridock --version"), `cridock ${CRIDOCK_VERSION}\n`);
+  t.match(await vm.run("cridock --version"), versionLinePattern());
 });
 
 t.test("systemd runs cridock.socket and cridock.service", async (t) => {

@@ -9,7 +9,7 @@ import { dockerTimeOrZero } from "../../docker/time.ts";
 import type { ContainerInfo, ContainerStateName, ContainerSummaryInfo, MountSpec } from "./spec.ts";
 import { CRIDOCK_PREFIX, fromDockerLabels, LOG_PATH_LABEL, SANDBOX_ID_LABEL } from "../labels.ts";
 import { parseName } from "../naming.ts";
-import { isUnifiedKey } from "../unified-keys.ts";
+import { isUnifiedKey } from "../../cgroup-unified-keys.ts";
 import { resourcesFromHostConfig } from "./resources.ts";
 import { imageRefOfMount } from "./image-mounts.ts";
 import { readKernelFile } from "../../stats/kernel-file.ts";

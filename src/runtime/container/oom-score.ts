@@ -21,6 +21,8 @@
  */
 import { readFile } from "node:fs/promises";
 import { boundingSetMask } from "./capabilities.ts";
+import { describeCause } from "../../errors.ts";
+import type { Logger } from "../../log.ts";
 
 /** --restrict-oom-score-adj: decide from the host, or force it. */
 export type OomScoreRestriction = "auto" | boolean;
@@ -103,4 +105,31 @@ export function decideOomScorePolicy(setting: OomScoreRestriction, facts: OomSco
 export function clampOomScore(requested: number, policy: OomScorePolicy | undefined): number {
   if (!policy?.restricted) return requested;
   return Math.max(requested, policy.floor);
+}
+
+/**
+ * The start's policy, logged once: a clamped Guaranteed or node-critical
+ * pod is no better protected from the OOM killer than cridock itself, so
+ * the operator is told when scores are clamped, and why.
+ */
+export async function loadOomScorePolicy(setting: OomScoreRestriction, log: Logger): Promise<OomScorePolicy> {
+  let policy: OomScorePolicy;
+  try {
+    policy = decideOomScorePolicy(setting, await readOomScoreFacts());
+  } catch (err) {
+    // Without /proc nothing can be decided: honour a forced setting, else pass scores on as asked.
+    const restricted = setting === true;
+    policy = { restricted, floor: 0, hostRestricted: false, reason: `cannot read this process's /proc files: ${describeCause(err)}` };
+  }
+  if (policy.restricted) {
+    log.warn(
+      { floor: policy.floor, reason: policy.reason },
+      `oom_score_adj is restricted: containers and sandboxes asking for less than ${policy.floor} get ${policy.floor} (${policy.reason})`,
+    );
+  } else if (policy.hostRestricted) {
+    log.warn({ reason: policy.reason }, "oom_score_adj restriction forced off on a host that cannot lower scores");
+  } else {
+    log.debug({ reason: policy.reason }, "oom_score_adj is passed on as asked");
+  }
+  return policy;
 }

@@ -15,7 +15,7 @@ import { sharesToWeight, sharesToWeightLog, type CgroupLimits } from "../../stat
 import type { CgroupVersion } from "../../stats/cgroups.ts";
 import type { ResourceSpec } from "./spec.ts";
 import { clampOomScore, type OomScorePolicy } from "./oom-score.ts";
-import { validateUnified } from "../unified-keys.ts";
+import { validateUnified } from "../../cgroup-unified-keys.ts";
 import { PIDS_MAX, planUnified, type UnifiedPlan } from "./unified.ts";
 
 export const EMPTY_RESOURCES: ResourceSpec = {

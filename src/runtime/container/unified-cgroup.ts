@@ -8,7 +8,7 @@
  * container's own cgroup found from its init process (/proc/<pid>/cgroup,
  * the "0::" line) and checked to be named for the container (Docker names
  * it `<id>` under cgroupfs and `docker-<id>.scope` under systemd), and `key`
- * has passed unified-keys.ts (a plain file name, never a path). Nothing in a
+ * has passed src/cgroup-unified-keys.ts (a plain file name, never a path). Nothing in a
  * request is ever followed as a path. The cgroup root comes from the
  * CgroupReader, so tests point it at a fake tree.
  */
@@ -18,7 +18,7 @@ import { basename, dirname, join, normalize } from "node:path";
 import { failedPrecondition, invalidArgument } from "../../errors.ts";
 import type { CgroupReader, CgroupVersion } from "../../stats/cgroups.ts";
 import { readKernelFile } from "../../stats/kernel-file.ts";
-import { checkUnifiedKey, checkUnifiedValue, controllerOf, quoted } from "../unified-keys.ts";
+import { checkUnifiedKey, checkUnifiedValue, controllerOf, quoted } from "../../cgroup-unified-keys.ts";
 import { requireControllers } from "./unified.ts";
 
 export type CgroupDriver = "systemd" | "cgroupfs";

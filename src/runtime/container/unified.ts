@@ -32,7 +32,7 @@
 import type { Resources } from "../../docker/types.ts";
 import { invalidArgument, unimplemented } from "../../errors.ts";
 import type { CgroupVersion } from "../../stats/cgroups.ts";
-import { controllerOf } from "../unified-keys.ts";
+import { controllerOf } from "../../cgroup-unified-keys.ts";
 
 export interface UnifiedPlan {
   /** HostConfig resource fields the keys set; they replace what the CRI fields set. */
@@ -85,7 +85,7 @@ function swapBeside(base: Resources): number {
 }
 
 /**
- * Splits `unified` (syntax already checked: unified-keys.ts) into Docker
+ * Splits `unified` (syntax already checked: src/cgroup-unified-keys.ts) into Docker
  * fields and files. `base` is what the CRI fields give Docker; `current` the
  * container's HostConfig on update (its memory limit carries a swap key that
  * comes without one). On cgroup v1 the keys that need a file are refused.

@@ -9,7 +9,7 @@
  * one line of value) and, like the rest, written nowhere.
  */
 import { failedPrecondition, invalidArgument, notFound } from "../../errors.ts";
-import { validateUnified } from "../unified-keys.ts";
+import { validateUnified } from "../../cgroup-unified-keys.ts";
 import type { LinuxResourcesRecord, PodResourcesRecord } from "./record.ts";
 import type { SandboxManager } from "./manager.ts";
 

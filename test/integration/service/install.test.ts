@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../helpers/cridock-process.ts";
 import { cridockTestFlags, makeCniConfDir } from "../../helpers/env.ts";
+import { versionLinePattern } from "../../helpers/version-line.ts";
 
 const scratch = await mkdtemp(join(tmpdir(), "cridock-install-"));
 t.teardown(() => rm(scratch, { recursive: true, force: true }));
@@ -72,7 +73,7 @@ t.test("install → run → uninstall on an empty node", async (t) => {
   const install = script("install.sh", env);
   t.equal(install.status, 0, install.stderr);
   const bin = join(env.CRIDOCK_PREFIX!, "bin", "cridock");
-  t.equal(execFileSync(bin, ["--version"], { encoding: "utf8" }).trim(), "cridock 0.1.0", "the installed command runs");
+  t.match(execFileSync(bin, ["--version"], { encoding: "utf8" }), versionLinePattern(), "the installed command runs and says its version and commit");
 
   const service = await readFile(join(env.SYSTEMD_UNIT_DIR!, "cridock.service"), "utf8");
   t.match(service, new RegExp(`^ExecStart=${process.execPath.replace(/[/.]/g, "\\$&")} \\S+/lib/node_modules/cridock/bin/cridock\\.js --container-runtime-endpoint=fd:// \\$CRIDOCK_OPTS$`, "m"));

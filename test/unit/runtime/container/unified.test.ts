@@ -7,7 +7,7 @@
  * cgroup v1, and the label that keeps them out of CRI responses.
  */
 import t from "tap";
-import { checkUnifiedKey, checkUnifiedValue, isUnifiedKey, validateUnified } from "../../../../src/runtime/unified-keys.ts";
+import { checkUnifiedKey, checkUnifiedValue, isUnifiedKey, validateUnified } from "../../../../src/cgroup-unified-keys.ts";
 import { planUnified } from "../../../../src/runtime/container/unified.ts";
 import { EMPTY_RESOURCES, hostResources, updateFor } from "../../../../src/runtime/container/resources.ts";
 import { UNIFIED_LABEL, containerInfo, unifiedFromLabels } from "../../../../src/runtime/container/convert.ts";

@@ -9,12 +9,16 @@
  * and never a core file (`cgroup.*`: the hierarchy's own controls, such as
  * cgroup.procs or cgroup.subtree_control, are not resources). Values are one
  * line of bounded length. Whether the kernel has such a file is decided
- * where the cgroup is known (container/unified-cgroup.ts).
+ * where the cgroup is known (runtime/container/unified-cgroup.ts).
  *
  * Shared by containers (UpdateContainerResources, CreateContainer) and pod
- * sandboxes (UpdatePodSandboxResources), which both take the map.
+ * sandboxes (UpdatePodSandboxResources), which both take the map, and by the
+ * OCI runtime layer (oci/spec-edits.ts), which checks the stored keys again
+ * before it writes them into a container's config.json. Those live in two
+ * areas, runtime/ above oci/, so the syntax sits at the top of src/, below
+ * both, among the files every area may read.
  */
-import { invalidArgument } from "../errors.ts";
+import { invalidArgument } from "./errors.ts";
 
 /** Longest key taken: the kernel's interface file names are far shorter. */
 const KEY_MAX = 64;
