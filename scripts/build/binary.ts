@@ -2,9 +2,11 @@
  * Builds the self-contained executable dist/cridock-linux-<arch> with Node's
  * single executable applications: cridock bundled into one CommonJS script
  * (src/executable.ts as the entry, the CRI proto embedded, every dependency
- * inside), written into a copy of the pinned Node by that Node itself
- * (`node --build-sea`, Node 25.5 and later). The result runs with no node,
- * no node_modules and no file of this package on the machine.
+ * inside), turned into a preparation blob by the pinned Node
+ * (`--experimental-sea-config`) and injected with postject into a stripped
+ * copy of it. The result runs with no node, no node_modules and no file of
+ * this package on the machine. (Node 26 can write the executable itself,
+ * `--build-sea`; its result kept 18 MB more resident, so postject stays.)
  *
  *   tsx scripts/build/binary.ts [--arch x64|arm64]   (npm run build:binary)
  *
@@ -13,7 +15,7 @@
  * version and cached in the tools cache (scripts/build/node-runtime.ts),
  * never the node that runs this build: that is whatever the build machine
  * has, and a root daemon on every node must not inherit it. The host's
- * architecture's pinned Node builds both; an arm64 blob has no code cache
+ * architecture's pinned Node makes both blobs; an arm64 blob has no code cache
  * (V8's code cache is made by the building node and would not match
  * another architecture).
  *
@@ -107,13 +109,14 @@ async function buildScript(outfile: string, licensesFile: string, nodeVersion: s
   return Object.values(result.metafile!.outputs).reduce((sum, o) => sum + o.bytes, 0);
 }
 
-/** The SEA configuration: the script, the Node to write it into, and the options V8 starts with. */
-export function seaConfig(script: string, executable: string, output: string, useCodeCache: boolean): Record<string, unknown> {
+/** The fuse Node looks for to know a blob was injected (Node's documented sentinel). */
+const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+
+/** The SEA configuration: the script, the blob to write, and the options V8 starts with. */
+export function seaConfig(script: string, blob: string, useCodeCache: boolean): Record<string, unknown> {
   return {
     main: script,
-    mainFormat: "commonjs",
-    executable,
-    output,
+    output: blob,
     disableExperimentalSEAWarning: true,
     useCodeCache,
     // In force before the script's first instruction (src/v8-start-options.ts).
@@ -126,40 +129,45 @@ export function seaConfig(script: string, executable: string, output: string, us
 
 export async function buildBinary(arch: Arch = "x64", outDir = join(root, "dist")): Promise<BinaryResult> {
   const pin = pinnedNode();
-  // The host's pinned Node writes the executable; the target's pinned Node is what it embeds.
+  // The host's pinned Node makes the blob (a blob must come from the Node version it goes into);
+  // the target's pinned Node is what the executable is.
   const builder = ensurePinnedNode(hostArch(), pin);
   const base = ensurePinnedNode(arch, pin);
   const work = join(outDir, `sea-${arch}`);
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   const script = join(work, "cridock.cjs");
+  const blob = join(work, "cridock.blob");
   const out = join(outDir, `cridock-linux-${arch}`);
   const scriptBytes = await buildScript(script, `${out}.licenses.txt`, `v${pin.version}`);
-
-  // Node's symbols are a tenth of its binary and no use to an operator: strip a copy of the
-  // pinned Node before Node writes the blob into it (stripping afterwards would drop the blob's
-  // note). Skipped where binutils is absent: the binary stays larger, and works the same.
-  const stripped = join(work, "node");
-  copyFileSync(base, stripped);
-  chmodSync(stripped, 0o755);
-  try {
-    execFileSync(arch === "x64" ? "strip" : "aarch64-linux-gnu-strip", [stripped], { stdio: "ignore" });
-  } catch {
-    copyFileSync(base, stripped);
-  }
   const config = join(work, "sea-config.json");
+  writeFileSync(config, JSON.stringify(seaConfig(script, blob, arch === hostArch())));
+  // V8 refuses a code cache made under other flags ("Code cache data rejected", and compiles
+  // everything again at each start): the builder runs with the flags the executable starts with.
+  execFileSync(builder, [...START_V8_OPTIONS, "--experimental-sea-config", config], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, NODE_OPTIONS: "" } });
+
   rmSync(out, { force: true });
-  writeFileSync(config, JSON.stringify(seaConfig(script, stripped, out, arch === hostArch())));
+  copyFileSync(base, out);
+  chmodSync(out, 0o755);
+  // Node's symbols are a tenth of its binary and no use to an operator; strip before injecting
+  // (stripping afterwards would drop the injected note). Skipped where binutils is absent.
   try {
-    // V8 refuses a code cache made under other flags ("Code cache data rejected", and compiles
-    // everything again at each start): the builder runs with the flags the executable starts with.
-    execFileSync(builder, [...START_V8_OPTIONS, "--build-sea", config], { stdio: "pipe", env: { ...process.env, NODE_OPTIONS: "" } });
+    execFileSync(arch === "x64" ? "strip" : "aarch64-linux-gnu-strip", [out], { stdio: "ignore" });
+  } catch {
+    // No strip for this architecture: the binary stays larger, and works the same.
+  }
+  // postject, not Node 26's own --build-sea: the executable --build-sea writes held 18 MB more of
+  // its own file resident than postject's from the same blob and Node (a trivial script: 75 MB
+  // RSS against 57; docs/operating.md, "The Node inside").
+  const postject = join(root, "node_modules/postject/dist/cli.js");
+  // postject's ELF library warns about section names Node's binary does not carry ("Can't find
+  // string offset for section name '.note.100'"); its output is shown only when it fails.
+  try {
+    execFileSync(builder, [postject, out, "NODE_SEA_BLOB", blob, "--sentinel-fuse", SEA_FUSE], { stdio: "pipe", env: { ...process.env, NODE_OPTIONS: "" } });
   } catch (err) {
     const { stdout, stderr } = err as { stdout?: Buffer; stderr?: Buffer };
-    throw new Error(`node v${pin.version} --build-sea failed to write ${out}: ${stdout ?? ""}${stderr ?? ""}`, { cause: err });
+    throw new Error(`postject failed to inject the blob into ${out}: ${stdout ?? ""}${stderr ?? ""}`, { cause: err });
   }
-  if (!existsSync(out)) throw new Error(`node v${pin.version} --build-sea wrote no ${out}`);
-  chmodSync(out, 0o755);
   rmSync(work, { recursive: true, force: true });
   return { path: out, bytes: statSync(out).size, scriptBytes };
 }
