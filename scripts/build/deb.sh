@@ -62,7 +62,8 @@ gzip -9n <"$deb_dir/cridock.8" >"$pkg/usr/share/man/man8/cridock.8.gz"
 # A native package's changelog: one entry for this version.
 {
   printf 'cridock (%s) unstable; urgency=medium\n\n' "$version"
-  printf '  * cridock %s as a self-contained executable (Node.js %s inside) with its systemd units.\n\n' "$version" "$node_version"
+  printf '  * cridock %s as a self-contained executable with its systemd units.\n' "$version"
+  printf '  * The executable carries Node.js %s.\n\n' "$node_version"
   printf ' -- %s  %s\n' "$maintainer" "$(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
 } | gzip -9n >"$pkg/usr/share/doc/cridock/changelog.gz"
 chmod 0644 "$pkg/usr/share/doc/cridock/changelog.gz" "$pkg/usr/share/man/man8/cridock.8.gz"
