@@ -305,7 +305,7 @@ use_pinned_node() {
     die "fetching the pinned Node (scripts/build/node-runtime.json) into $CRIDOCK_TOOLS_DIR failed"
   [[ -x "$bin/node" ]] || die "the pinned Node's $bin/node is missing"
   case ":$PATH:" in
-    "$bin":*) ;;
+    ":$bin:"*) ;;
     *) export PATH="$bin:$PATH" ;;
   esac
   export CRIDOCK_NODE="$bin/node"
