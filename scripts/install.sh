@@ -30,10 +30,13 @@ say() { printf 'cridock-install: %s\n' "$*" >&2; }
 die() { printf 'cridock-install: error: %s\n' "$*" >&2; exit 1; }
 
 [[ "$(id -u)" == 0 ]] || die "run this as root"
-command -v node >/dev/null || die "node (20 or newer) is not installed"
+# The oldest Node line cridock supports and is tested on: package.json's engines (">=N").
+floor="$(sed -n 's/^ *"node": ">=\([0-9]*\)".*/\1/p' "$repo_root/package.json")"
+[[ "$floor" =~ ^[0-9]+$ ]] || die "cannot read the Node floor from $repo_root/package.json's engines"
+command -v node >/dev/null || die "node ($floor or newer) is not installed (or install the Debian package or the tarball: their executable carries its own Node)"
 command -v npm >/dev/null || die "npm is not installed"
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
-((node_major >= 20)) || die "node $(node --version) is too old: cridock needs Node 20 or newer"
+((node_major >= floor)) || die "node $(node --version) is too old: cridock supports Node $floor or newer (or install the Debian package or the tarball: their executable carries its own Node)"
 PREFIX="${CRIDOCK_PREFIX:-$(npm prefix -g 2>/dev/null)}"
 [[ "$PREFIX" == /* ]] || die "cannot tell npm's global prefix (got '$PREFIX'); set CRIDOCK_PREFIX"
 

@@ -7,9 +7,11 @@
 # foreground on its default socket, /var/run/cridock.sock: the self-contained
 # executable (dist/cridock-linux-x64, npm run build:binary) when it is there
 # and current, else the bundle (dist/cridock.js, built here when missing or
-# older than the sources), never the sources. The test environment (critest,
+# older than the sources) on the Node the executable embeds
+# (scripts/build/node-runtime.json, fetched into the tools cache once), never
+# the sources and never on the machine's own node. The test environment (critest,
 # registries, the TLS mirror, test images, kubelet) is scripts/test.sh's.
-# Extra arguments are passed to cridock (see `node bin/cridock.js --help`).
+# Extra arguments are passed to cridock (see `dist/cridock-linux-x64 --help`).
 #
 # Then, from another shell:  crictl --runtime-endpoint unix:///var/run/cridock.sock info
 set -euo pipefail
@@ -57,7 +59,8 @@ ensure_default_cni_conf() {
 
 # current FILE: FILE exists and no source it is built from is newer.
 current() {
-  [[ -e "$1" ]] && [[ -z "$(find "$CRIDOCK_REPO_ROOT/src" "$CRIDOCK_REPO_ROOT/proto" "$CRIDOCK_REPO_ROOT/package-lock.json" -newer "$1" -print -quit)" ]]
+  [[ -e "$1" ]] && [[ -z "$(find "$CRIDOCK_REPO_ROOT/src" "$CRIDOCK_REPO_ROOT/proto" "$CRIDOCK_REPO_ROOT/package-lock.json" \
+    "$CRIDOCK_REPO_ROOT/scripts/build/node-runtime.json" -newer "$1" -print -quit)" ]]
 }
 
 main() {
@@ -75,12 +78,14 @@ main() {
     exec dist/cridock-linux-x64 "$@"
   fi
   ensure_node_modules
+  # The bundle runs on the Node the package ships, not on the machine's (which may be out of support).
+  use_pinned_node
   if ! current dist/cridock.js; then
     log "building the bundle dist/cridock.js"
     node_modules/.bin/tsx scripts/build/bundle.ts || die "building dist/cridock.js failed"
   fi
-  log "starting dist/cridock.js on unix:///var/run/cridock.sock (Ctrl-C stops it)"
-  exec node dist/cridock.js "$@"
+  log "starting dist/cridock.js on Node $("$CRIDOCK_NODE" --version) on unix:///var/run/cridock.sock (Ctrl-C stops it)"
+  exec "$CRIDOCK_NODE" dist/cridock.js "$@"
 }
 
 main "$@"

@@ -109,6 +109,8 @@ load_plan() {
 prepare() {
   require_root
   ensure_node_modules
+  # From here on tap, tsx and every cridock of the suites run on the Node the package ships.
+  use_pinned_node
   load_plan "$@"
   # An earlier run killed in the middle (on this machine, CI's or a
   # developer's) may have left pinned namespaces and a bridge that the

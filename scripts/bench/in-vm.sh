@@ -21,7 +21,8 @@ die() { printf 'in-vm: %s\n' "$*" >&2; exit 1; }
 name="$1" bench="$2"
 shift 2
 [[ "$bench" =~ ^[a-z0-9-]+$ && -f "$root/scripts/bench/$bench.ts" ]] || die "no benchmark scripts/bench/$bench.ts"
-node_bin="$(command -v node)" || die "node is not on PATH"
+# The benchmark runs in the guest on the Node cridock ships (scripts/build/node-runtime.json).
+node_bin="$(cd "$root" && node_modules/.bin/tsx scripts/build/node-runtime.ts bin)/node" || die "fetching the pinned Node failed"
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT

@@ -62,8 +62,19 @@
  * --heapsnapshot-signal); each stalls cridock a second or more, so the
  * timings of such a run mean nothing.
  *
+ * --compare-executable <path> (repeatable) adds an arm that runs a
+ * self-contained executable of cridock (scripts/build/binary.ts; another
+ * tree's, e.g. before and after a change of its Node), and --compare-deno
+ * one that runs this tree's cridock on Deno (node_modules/.bin/deno, with
+ * cridock-process.ts's DENO_V8_FLAGS). --no-tree leaves out this tree's
+ * own arm (the sources or bundle on the Node running the benchmark), for a
+ * run of executables, Deno and cri-dockerd alone; the breakdown's extra
+ * burst is then skipped too. Each cridock arm is set against each
+ * non-cridock arm in the ratio tables.
+ *
  *   npx tsx scripts/bench/kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1] [--steady <seconds>]
  *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
+ *                                         [--compare-executable <path>]... [--compare-deno] [--no-tree]
  *                                         [--compare-containerd <dir>]
  *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>] [--settle <seconds>] [--cridock-env KEY=VALUE]
  *
@@ -90,6 +101,9 @@ const { values } = parseArgs({
     "compare-cri-dockerd": { type: "string" },
     "compare-containerd": { type: "string" },
     "compare-metrics": { type: "boolean", default: false },
+    "compare-executable": { type: "string", multiple: true, default: [] },
+    "compare-deno": { type: "boolean", default: false },
+    "no-tree": { type: "boolean", default: false },
     "cpu-prof": { type: "string" },
     "heap-snapshots": { type: "string" },
     settle: { type: "string", default: "0" },
@@ -229,6 +243,10 @@ function printBreakdown(before: Samples, after: Samples): void {
 interface Arm {
   name: string;
   entry?: string;
+  /** A self-contained executable of cridock run instead of this tree's sources. */
+  executable?: string;
+  /** This tree's cridock on Deno. */
+  deno?: boolean;
   /** A cri-dockerd binary run instead of cridock. */
   criDockerd?: string;
   /** containerd 2.x's own CRI run instead of cridock (no Docker behind it). */
@@ -345,9 +363,11 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     evented,
     metrics,
     cridockEntry: arm.entry,
+    cridockExecutable: arm.executable,
+    cridockRuntime: arm.deno ? "deno" : undefined,
     criDockerd: arm.criDockerd,
     containerd: arm.containerd,
-    cridockNodeFlags: isCridock(arm) ? cridockNodeFlags : undefined,
+    cridockNodeFlags: isCridock(arm) && !arm.executable && !arm.deno ? cridockNodeFlags : undefined,
     cridockEnv: isCridock(arm) && !arm.entry ? CRIDOCK_ENV : undefined,
     // kubelet's own defaults for its periodic work (the harness shortens them
     // for the tests' sake): the log manager's ContainerStatus of every running
@@ -516,11 +536,16 @@ function ratios(mine: BurstResult[], theirs: BurstResult[], other: string): void
 
 // Compared arms run alike, without metrics (older trees may not serve them);
 // the breakdown then comes from one extra burst of this tree that is not counted.
-const comparing = Boolean(values.compare || values["compare-cri-dockerd"] || values["compare-containerd"]);
+const executables = values["compare-executable"]!;
+const comparing = Boolean(values.compare || values["compare-cri-dockerd"] || values["compare-containerd"] || executables.length || values["compare-deno"]);
 // --compare-metrics: both trees serve /metrics (the other must have --metrics-bind-addr), for the event-loop delay of each.
 const bothMetrics = Boolean(values.compare && values["compare-metrics"]);
-const arms: Arm[] = [{ name: "this tree", metrics: !comparing || bothMetrics }];
+const withTree = !values["no-tree"];
+const arms: Arm[] = withTree ? [{ name: "this tree", metrics: !comparing || bothMetrics }] : [];
 if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare, metrics: bothMetrics });
+for (const executable of executables) arms.push({ name: `executable (${executable})`, executable, metrics: false });
+if (values["compare-deno"]) arms.push({ name: "cridock on Deno", deno: true, metrics: false });
+if (!arms.some(isCridock)) throw new Error("no cridock arm: --no-tree wants --compare, --compare-executable or --compare-deno");
 if (values["compare-cri-dockerd"]) arms.push({ name: "cri-dockerd", criDockerd: values["compare-cri-dockerd"], metrics: false });
 if (values["compare-containerd"]) {
   // The same runc as the Docker arms' engine (Engine 29's build has its own beside dockerd).
@@ -535,7 +560,7 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   const evented = mode === "evented";
   console.log(`\n== ${evented ? "evented" : "generic"} PLEG: ${PODS}-pod burst, ${ROUNDS} round(s) ==`);
   const results = new Map<Arm, BurstResult[]>(arms.map((a) => [a, []]));
-  if (comparing && !bothMetrics) await burst({ name: "this tree, for the breakdown (not counted)", metrics: true }, evented, true);
+  if (withTree && comparing && !bothMetrics) await burst({ name: "this tree, for the breakdown (not counted)", metrics: true }, evented, true);
   for (let round = 0; round < ROUNDS; round++) {
     // Alternate the order each round so neither arm always runs on a warmer machine.
     const order = round % 2 === 0 ? arms : [...arms].reverse();
@@ -564,7 +589,12 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
       steady.length > 0 ? `${medianOf(steady.map((s) => s.runtimeCpuS)).toFixed(2)} / ${medianOf(steady.map((s) => s.engineCpuS)).toFixed(2)} s` : "–",
     ]);
   }
-  for (const other of arms.filter((a) => !isCridock(a))) ratios(results.get(arms[0]!)!, results.get(other)!, other.name);
+  for (const mine of arms.filter(isCridock)) {
+    for (const other of arms.filter((a) => !isCridock(a))) {
+      console.log(`${mine.name} against ${other.name}:`);
+      ratios(results.get(mine)!, results.get(other)!, other.name);
+    }
+  }
 }
 recordResult("kubelet-pods", {
   command: commandLine("scripts/bench/kubelet-pods.ts"),

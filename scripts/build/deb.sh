@@ -37,13 +37,16 @@ maintainer="${CRIDOCK_DEB_MAINTAINER:-cridock maintainers <cridock@example.org>}
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git -C "$repo_root" log -1 --format=%ct 2>/dev/null || date +%s)}"
 
 # The executable, unless it is newer than every source file it is built from.
-if [[ ! -x "$binary" ]] || [[ -n "$(find "$repo_root/src" "$repo_root/proto" "$repo_root/package-lock.json" -newer "$binary" -print -quit)" ]]; then
+if [[ ! -x "$binary" ]] || [[ -n "$(find "$repo_root/src" "$repo_root/proto" "$repo_root/package-lock.json" "$repo_root/scripts/build/node-runtime.json" -newer "$binary" -print -quit)" ]]; then
   (cd "$repo_root" && node_modules/.bin/tsx scripts/build/binary.ts) || die "building $binary failed"
 fi
 
 # The version and commit the executable says it is: the package describes what it carries.
 read -r binary_version commit < <(cridock_version_of "$binary") || die "$binary --version does not name its version and commit (built outside a git checkout? set CRIDOCK_BUILD_COMMIT and rebuild it)"
 [[ -n "${CRIDOCK_DEB_VERSION:-}" || "$binary_version" == "$source_version" ]] || die "$binary is cridock $binary_version, not $source_version: rebuild it (node_modules/.bin/tsx scripts/build/binary.ts)"
+# The Node the executable embeds (scripts/build/node-runtime.json), named in the package's description.
+node_version="v$(cd "$repo_root" && node_modules/.bin/tsx scripts/build/node-runtime.ts version)"
+[[ "$node_version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "cannot tell the pinned Node's version (got '$node_version')"
 
 stage="$(mktemp -d /tmp/cridock-deb.XXXXXX)"
 trap 'rm -rf "$stage"' EXIT
@@ -69,7 +72,8 @@ gzip -9n <"$deb_dir/cridock.8" >"$pkg/usr/share/man/man8/cridock.8.gz"
 {
   printf 'cridock (%s) unstable; urgency=medium\n\n' "$version"
   printf '  * cridock %s as a self-contained executable with its systemd units.\n' "$version"
-  printf '    Built from commit %s.\n\n' "$commit"
+  printf '    Built from commit %s.\n' "$commit"
+  printf '  * The executable carries Node.js %s.\n\n' "$node_version"
   printf ' -- %s  %s\n' "$maintainer" "$(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
 } | gzip -9n >"$pkg/usr/share/doc/cridock/changelog.gz"
 chmod 0644 "$pkg/usr/share/doc/cridock/changelog.gz" "$pkg/usr/share/man/man8/cridock.8.gz"
@@ -90,7 +94,7 @@ shlibs="$(cd "$stage/shlibs" && dpkg-shlibdeps -O "$pkg/usr/bin/cridock" 2>/dev/
 chmod 0644 "$pkg/DEBIAN/md5sums"
 
 installed_size="$(du -sk --apparent-size --exclude=DEBIAN "$pkg" | cut -f1)"
-sed -e "s/@VERSION@/$version/" -e "s/@COMMIT@/$commit/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" \
+sed -e "s/@VERSION@/$version/" -e "s/@COMMIT@/$commit/" -e "s/@NODE_VERSION@/$node_version/" -e "s/@ARCH@/$arch/" -e "s/@MAINTAINER@/$maintainer/" \
   -e "s/@INSTALLED_SIZE@/$installed_size/" -e "s/@SHLIBS_DEPENDS@/$shlibs/" \
   "$deb_dir/control.in" >"$pkg/DEBIAN/control"
 

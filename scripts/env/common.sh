@@ -279,11 +279,13 @@ ensure_dockerd() {
 }
 
 # ensure_node_modules: npm ci when node_modules is missing or older than the lock file.
+# The machine's node only runs npm and the build tools here (Node 20, end of
+# life, still does that); cridock itself runs on the pinned Node (use_pinned_node).
 ensure_node_modules() {
-  command -v node >/dev/null || die "node (20 or newer) is not installed"
+  command -v node >/dev/null || die "node is not installed: the scripts need one to run npm, tsx and esbuild (Debian's nodejs and npm packages do)"
   local major
   major="$(node -p 'process.versions.node.split(".")[0]')"
-  ((major >= 20)) || die "node $(node --version) is too old: cridock needs Node 20 or newer"
+  ((major >= 20)) || die "node $(node --version) is too old to run the build tools (npm, tsx, esbuild); install a newer nodejs"
   local stamp="$CRIDOCK_REPO_ROOT/node_modules/.package-lock.json"
   if [[ ! -f "$stamp" || "$CRIDOCK_REPO_ROOT/package-lock.json" -nt "$stamp" ]]; then
     log "installing node modules (npm ci; log: $ENV_LOG_DIR/npm.log)"
@@ -294,6 +296,23 @@ ensure_node_modules() {
     (cd "$CRIDOCK_REPO_ROOT" && npm ci --no-audit --no-fund --loglevel=error </dev/null) >>"$ENV_LOG_DIR/npm.log" 2>&1 ||
       die "npm ci failed; see $ENV_LOG_DIR/npm.log"
   fi
+}
+
+# use_pinned_node: the Node cridock ships and runs on (scripts/build/node-runtime.json),
+# fetched once into the tools cache, first on PATH from here on, and in
+# CRIDOCK_NODE: tap, tsx, npm and every cridock the suites and scripts start
+# run on it, never on the machine's node. Needs node_modules (tsx runs the
+# fetch, on the machine's node this once).
+use_pinned_node() {
+  local bin
+  bin="$(cd "$CRIDOCK_REPO_ROOT" && CRIDOCK_TOOLS_DIR="$CRIDOCK_TOOLS_DIR" node_modules/.bin/tsx scripts/build/node-runtime.ts bin </dev/null)" ||
+    die "fetching the pinned Node (scripts/build/node-runtime.json) into $CRIDOCK_TOOLS_DIR failed"
+  [[ -x "$bin/node" ]] || die "the pinned Node's $bin/node is missing"
+  case ":$PATH:" in
+    ":$bin:"*) ;;
+    *) export PATH="$bin:$PATH" ;;
+  esac
+  export CRIDOCK_NODE="$bin/node"
 }
 
 # tool_lock NAME: holds an exclusive lock named NAME in the tools cache until

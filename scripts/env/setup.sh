@@ -107,6 +107,7 @@ main() {
   mkdir -p "$ENV_STATE_DIR" "$ENV_LOG_DIR" "$ENV_RUN_DIR"
   install_missing_packages "${ENV_PACKAGES[@]}"
   ensure_node_modules
+  use_pinned_node
   # The mirrored hosts resolve before dockerd starts: Go's resolver keeps
   # /etc/hosts for 5 s once read, so a dockerd that looked a name up just
   # before the mapping was added would push the mirror's images to the real

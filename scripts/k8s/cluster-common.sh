@@ -121,7 +121,9 @@ private_dockerd_command() {
 # CNI configuration and CNI cache, and no cri-dockerd state to take over.
 cridock_command() {
   local state_dir="$1" cri_socket="$2" docker_socket="$3" cni_conf_dir="$4"
-  CRIDOCK_COMMAND=(env UV_THREADPOOL_SIZE=16 node "$CRIDOCK_REPO_ROOT/bin/cridock.js"
+  # The pinned Node (use_pinned_node), as the package's executable runs cridock.
+  [[ -n "${CRIDOCK_NODE:-}" ]] || use_pinned_node
+  CRIDOCK_COMMAND=(env UV_THREADPOOL_SIZE=16 "$CRIDOCK_NODE" "$CRIDOCK_REPO_ROOT/bin/cridock.js"
     --container-runtime-endpoint="unix://$cri_socket"
     --docker-endpoint="unix://$docker_socket"
     --pod-infra-container-image="registry.k8s.io/pause:$KUBEADM_PAUSE_VERSION"

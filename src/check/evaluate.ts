@@ -16,7 +16,15 @@ export interface CheckItem {
   fix?: string;
 }
 
+/**
+ * The oldest Node.js line cridock supports and is tested on (package.json's
+ * engines; test/unit/check/runtime.test.ts keeps the two equal).
+ */
+export const OLDEST_NODE_LINE = 26;
+
 export interface NodeFacts {
+  /** The JavaScript runtime this cridock runs on (check/runtime.ts). */
+  runtime: { name: "node" | "deno"; version: string; v8: string; path: string; selfContained: boolean };
   dockerEndpoint: string;
   docker: { ok: true; version: string; apiVersion: string; cgroupDriver: string; cgroupVersion?: string } | { ok: false; error: string };
   /** cgroup version the host mounts at /sys/fs/cgroup (undefined: neither found). */
@@ -54,6 +62,7 @@ const PSEUDO_FILESYSTEMS = new Set(["proc", "sysfs", "devtmpfs", "devpts", "cgro
 
 export function evaluate(facts: NodeFacts): CheckItem[] {
   return [
+    runtimeItem(facts),
     dockerItem(facts),
     cgroupItem(facts),
     cniItem(facts),
@@ -66,6 +75,17 @@ export function evaluate(facts: NodeFacts): CheckItem[] {
     streamingItem(facts),
     socketItem(facts),
   ];
+}
+
+export function runtimeItem({ runtime }: Pick<NodeFacts, "runtime">): CheckItem {
+  if (runtime.name === "deno") return { name: "runtime", verdict: "ok", detail: `Deno ${runtime.version} (V8 ${runtime.v8}) at ${runtime.path}` };
+  const where = runtime.selfContained ? `embedded in ${runtime.path}` : `at ${runtime.path}`;
+  const detail = `Node.js ${runtime.version} (V8 ${runtime.v8}) ${where}`;
+  const major = Number(/^v(\d+)\./.exec(runtime.version)?.[1]);
+  if (!(major >= OLDEST_NODE_LINE)) {
+    return { name: "runtime", verdict: "warn", detail: `${detail}: older than Node ${OLDEST_NODE_LINE}, the oldest line cridock is tested on`, fix: `run cridock on Node ${OLDEST_NODE_LINE} or newer, or install the cridock package, whose executable carries its own Node` };
+  }
+  return { name: "runtime", verdict: "ok", detail };
 }
 
 function dockerItem({ docker, dockerEndpoint }: NodeFacts): CheckItem {

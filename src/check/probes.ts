@@ -21,6 +21,7 @@ import { readHostCapabilities } from "../runtime/container/capabilities.ts";
 import { decideOomScorePolicy, readOomScoreFacts } from "../runtime/container/oom-score.ts";
 import { mountOf, type NodeFacts } from "./evaluate.ts";
 import { probePrivileged } from "./privileged.ts";
+import { probeRuntime } from "./runtime.ts";
 
 const PROBE_TIMEOUT_MS = 10_000;
 
@@ -44,7 +45,7 @@ export async function probeNode(config: Config, log: Logger): Promise<NodeFacts>
     const pause = dockerFacts.ok ? await probePause(docker, config.podInfraContainerImage) : { image: config.podInfraContainerImage, present: false, error: "dockerd does not answer" };
     const privileged = await probePrivileged(docker, { dockerUp: dockerFacts.ok, pause, capabilities });
     const ociLayer = dockerFacts.ok ? await probeOciLayer(docker) : undefined;
-    return { dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, oomScore, ociLayer, pause, streaming, socket };
+    return { runtime: probeRuntime(), dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, oomScore, ociLayer, pause, streaming, socket };
   } finally {
     await docker.close();
   }

@@ -5,6 +5,7 @@
  * means another runtime instance serves there and startup fails; the socket is
  * made 0660 so only root and its group can drive containers.
  */
+import type { EventEmitter } from "node:events";
 import { connect } from "node:net";
 import process from "node:process";
 import { chmod, mkdir, rm, stat } from "node:fs/promises";
@@ -120,7 +121,8 @@ export class CriServer {
     // grpc-js reports "cancelled" after every call, also one answered in full: only a
     // call still under way is cancelled (and only then is the error, with its stack, built).
     let finished = false;
-    call.on("cancelled", () => {
+    // Both call kinds are event emitters; their `on` overloads differ too much for TypeScript to call through the union.
+    (call as EventEmitter).on("cancelled", () => {
       if (!finished) controller.abort(new CridockError("CANCELLED", `${method}: cancelled by the client`));
     });
     const deadline = call.getDeadline();

@@ -56,7 +56,7 @@ function workerThread(events: ChannelEvents): SpawnChannel {
   const worker = new Worker(WORKER_SOURCE, { eval: true, execArgv: [] });
   let closed = false;
   worker.on("message", (m: unknown) => events.message(m));
-  worker.on("error", (err) => closed || events.failed(`failed: ${err.message}`));
+  worker.on("error", (err: Error) => closed || events.failed(`failed: ${err.message}`));
   worker.on("exit", (code) => closed || events.failed(`exited with ${code}`));
   // After the listeners: adding a message listener refs the port again.
   worker.unref();

@@ -7,5 +7,9 @@
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=scripts/env/common.sh
+source "$repo_root/scripts/env/common.sh"
 cd "$repo_root"
+# cridock runs on the Node the package ships, as in scripts/test.sh (a no-op when it already is first).
+use_pinned_node
 exec node_modules/.bin/tsx test/conformance/run.ts "$@"

@@ -33,6 +33,11 @@ export interface CridockProcessOptions {
   env?: Record<string, string>;
   /** Node entry script to run instead of this tree's bin/cridock.js (benchmarks compare two trees). */
   entry?: string;
+  /**
+   * A self-contained executable (scripts/build/binary.ts) to run instead of a node or deno:
+   * benchmarks put the executables of two trees side by side. It takes no node flags.
+   */
+  executable?: string;
   /** Extra node flags (e.g. V8 heap flags). */
   nodeFlags?: string[];
   /** Waits for the socket at most this long. */
@@ -66,8 +71,12 @@ export async function startCridockProcess(options: CridockProcessOptions = {}): 
   }
   if (!flags.some((f) => f.startsWith("--root-directory"))) flags.push(`--root-directory=${rootDirectory}`);
   if (!flags.some((f) => f.startsWith("--docker-endpoint"))) flags.push(`--docker-endpoint=${TEST_DOCKER_ENDPOINT}`);
-  const [command, args] =
-    options.runtime === "deno"
+  if (options.executable && (options.runtime === "deno" || options.entry || options.nodeFlags?.length)) {
+    throw new Error("startCridockProcess: an executable takes no runtime, entry or node flags");
+  }
+  const [command, args]: [string, string[]] = options.executable
+    ? [options.executable, flags]
+    : options.runtime === "deno"
       ? [join(REPO_ROOT, "node_modules/.bin/deno"), ["run", "-A", DENO_V8_FLAGS, join(REPO_ROOT, "src/main.ts"), ...flags]]
       : [process.execPath, [...(options.nodeFlags ?? []), options.entry ?? join(REPO_ROOT, "bin/cridock.js"), ...flags]];
   const child = spawn(command, args, {

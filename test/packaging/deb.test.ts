@@ -24,6 +24,7 @@ import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
 import { CRICTL, PAUSE_IMAGE, TEST_DOCKER_ENDPOINT, cridockTestFlags, makeCniConfDir } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 import { versionLinePattern } from "../helpers/version-line.ts";
+import { pinnedNode } from "../../scripts/build/node-runtime.ts";
 
 const DEB = join(REPO_ROOT, `dist/cridock_${CRIDOCK_VERSION}_amd64.deb`);
 if (!existsSync(DEB)) throw new Error(`${DEB} is missing: npm run build:deb builds it (scripts/test.sh does)`);
@@ -88,7 +89,8 @@ t.test("lintian: no error, and only the warnings the docs explain", async (t) =>
 });
 
 t.test("apt-get install ./dist/cridock_<version>_amd64.deb installs the executable, the units, the conffile and the default network", async (t) => {
-  const fields = run("dpkg-deb", ["-f", DEB, "Package", "Version", "Architecture", "Depends", "Recommends"]);
+  const fields = run("dpkg-deb", ["-f", DEB, "Package", "Version", "Architecture", "Depends", "Recommends", "Description"]);
+  t.match(fields.stdout, new RegExp(`Node\\.js\\s+v${pinnedNode().version.replace(/\./g, "\\.")}\\s+inside`), "the description names the Node inside");
   t.match(fields.stdout, new RegExp(`^Version: ${CRIDOCK_VERSION.replace(/\./g, "\\.")}$`, "m"));
   t.match(fields.stdout, /^Depends: .*docker\.io \(>= 20\.10\) \| docker-ce \(>= 5:20\.10\) \| moby-engine/m);
   t.match(fields.stdout, /^Recommends: containernetworking-plugins \| kubernetes-cni/m);

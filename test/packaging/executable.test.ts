@@ -18,6 +18,7 @@ import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
 import { TEST_DOCKER_ENDPOINT } from "../helpers/env.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 import { versionLinePattern } from "../helpers/version-line.ts";
+import { pinnedNode } from "../../scripts/build/node-runtime.ts";
 
 const BINARY = join(REPO_ROOT, "dist/cridock-linux-x64");
 if (!existsSync(BINARY)) throw new Error(`${BINARY} is missing: npm run build:binary builds it (scripts/test.sh does)`);
@@ -64,6 +65,24 @@ t.test("--version", async (t) => {
   t.equal(r.status, 0, r.stderr);
   t.match(r.stdout, versionLinePattern(), "the version and the commit baked in at build time");
   t.equal(r.stderr, "", "no warning from Node's single-executable support");
+});
+
+t.test("it is the pinned Node, as cridock check reports, and NODE_OPTIONS does not reach it", async (t) => {
+  const pinned = `v${pinnedNode().version}`;
+  const check = spawnSync(
+    "unshare",
+    isolated(`'${executable}' check --docker-endpoint=${TEST_DOCKER_ENDPOINT} --network-plugin=no-op --root-directory=${join(scratch, "check-root")} --container-runtime-endpoint=unix://${join(scratch, "check.sock")}`),
+    { encoding: "utf8", timeout: 120_000 },
+  );
+  t.match(check.stdout, new RegExp(`^OK +runtime +Node\\.js ${pinned.replace(/\./g, "\\.")} \\(V8 [^)]+\\) embedded in ${executable.replace(/[./]/g, "\\$&")}$`, "m"), check.stdout + check.stderr);
+  // A NODE_OPTIONS node would obey (a missing preload fails the start) is ignored: execArgvExtension "none".
+  const r = spawnSync("unshare", isolated(`/usr/bin/env NODE_OPTIONS=--require=/nonexistent.cjs '${executable}' --version`), { encoding: "utf8", timeout: 30_000 });
+  t.equal(r.status, 0, r.stderr);
+  t.equal(r.stdout, `cridock ${CRIDOCK_VERSION}\n`);
+  t.equal(r.stderr, "", "not a word about the preload");
+  // The same NODE_OPTIONS stops the machine's node: the test would tell if it were not ignored.
+  const node = spawnSync(process.execPath, ["-e", "0"], { env: { ...process.env, NODE_OPTIONS: "--require=/nonexistent.cjs" }, encoding: "utf8" });
+  t.not(node.status, 0, "a node that takes NODE_OPTIONS fails on it");
 });
 
 t.test("starts and answers a CRI Version call", async (t) => {

@@ -121,8 +121,8 @@ export interface ThreadCpu {
 const V8_POOL_SIZE = 4;
 
 /**
- * Reads each thread's utime and stime (/proc/<pid>/task/<tid>/stat). Node 20
- * names no thread, so V8's workers are told by their order: node starts them
+ * Reads each thread's utime and stime (/proc/<pid>/task/<tid>/stat). Node
+ * (20, where this was written) names no thread, so V8's workers are told by their order: node starts them
  * (four) before any other thread, so they have the next thread ids after the
  * main thread's. A thread that ended between two readings drops out of the
  * second: Node's threads live as long as the process.

@@ -48,6 +48,10 @@ export interface KubeletEnvOptions {
   cridockLogLevel?: string;
   /** Another tree's bin/cridock.js to run (the kubelet bench compares trees). */
   cridockEntry?: string;
+  /** A self-contained executable of cridock to run (the kubelet bench compares executables). */
+  cridockExecutable?: string;
+  /** Run this tree's cridock on Deno (the kubelet bench's Deno arm). */
+  cridockRuntime?: "node" | "deno";
   /** Serve cridock's /metrics (default true; off for trees that predate it). */
   metrics?: boolean;
   /** Run this cri-dockerd binary in cridock's place (the kubelet bench puts the two side by side). */
@@ -172,7 +176,10 @@ export class KubeletEnv {
     }
     this.cridock = await startCridockProcess({
       entry: this.options.cridockEntry,
-      nodeFlags: this.options.cridockNodeFlags,
+      executable: this.options.cridockExecutable,
+      runtime: this.options.cridockRuntime,
+      // An executable takes no node flags; Deno takes its own (cridock-process.ts's DENO_V8_FLAGS).
+      nodeFlags: this.options.cridockExecutable || this.options.cridockRuntime === "deno" ? undefined : this.options.cridockNodeFlags,
       env: this.options.cridockEnv,
       socketPath: this.socketPath,
       rootDirectory: this.cridockRoot,

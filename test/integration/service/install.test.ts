@@ -52,7 +52,7 @@ function script(name: string, env: NodeJS.ProcessEnv, ...args: string[]) {
 async function files(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile() || entry.isSymbolicLink()) out.push(join(entry.parentPath ?? (entry as { path: string }).path, entry.name).slice(dir.length));
+    if (entry.isFile() || entry.isSymbolicLink()) out.push(join(entry.parentPath, entry.name).slice(dir.length));
   }
   return out.sort();
 }

@@ -3,6 +3,7 @@ import { evaluate, exitCode, formatItems, mountOf, type NodeFacts } from "../../
 
 function goodFacts(): NodeFacts {
   return {
+    runtime: { name: "node", version: "v26.12.1", v8: "14.6.202.33-node.21", path: "/usr/bin/cridock", selfContained: true },
     dockerEndpoint: "unix:///var/run/docker.sock",
     docker: { ok: true, version: "29.0.0", apiVersion: "1.52", cgroupDriver: "systemd", cgroupVersion: "2" },
     hostCgroupVersion: 2,
@@ -26,7 +27,7 @@ function item(facts: NodeFacts, name: string) {
 
 t.test("a good node: every item OK, exit 0, one line each", async (t) => {
   const items = evaluate(goodFacts());
-  t.same(items.map((i) => i.name), ["docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "oci-layer", "mount-options", "pause-image", "streaming", "socket"]);
+  t.same(items.map((i) => i.name), ["runtime", "docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "oci-layer", "mount-options", "pause-image", "streaming", "socket"]);
   t.ok(items.every((i) => i.verdict === "ok"), formatItems(items));
   t.equal(exitCode(items), 0);
   t.equal(formatItems(items).split("\n").length, items.length);
