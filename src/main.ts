@@ -45,6 +45,9 @@ import { CRIDOCK_VERSION } from "./version.ts";
 import { PodEventFeed } from "./runtime/container-events.ts";
 import type { ContainerInfo } from "./runtime/container/spec.ts";
 import { OciLayerLookup } from "./oci/layer.ts";
+import { LayerReregistrar } from "./oci/layer-reregister.ts";
+import { RECORD_NAME } from "./oci/registration-record.ts";
+import { selfCommand } from "./self-command.ts";
 import { UsernsSupportProbe } from "./oci/userns-support.ts";
 import { sweepRootfs } from "./oci/idmapped-rootfs.ts";
 import { isNotFound } from "./docker/errors.ts";
@@ -121,10 +124,28 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const network: PodNetwork = await startup.time("network", async () => startPodNetwork(config, log, await podCidrs.load(), metrics.onCniOperation));
   const oomScore = await oomScorePolicy(config, log);
   // What Docker's API cannot carry goes into the OCI spec through cridock's runtime layer, where dockerd has it.
+  // A tool that owns daemon.json (minikube) may rewrite it without the layer and restart dockerd:
+  // the server registers it again as install did, where install recorded it (oci/layer-reregister.ts).
+  const reregistrar = config.ociLayerReregister
+    ? new LayerReregistrar({
+        recordPath: join(config.rootDirectory, RECORD_NAME),
+        info: () => docker.info(),
+        cridock: selfCommand(),
+        log: log.child({ component: "oci-layer" }),
+        onRegistered: () => ociLayer.forget(),
+      })
+    : undefined;
   const ociLayer = new OciLayerLookup(
     () => docker.info(),
     (reason) => log.warn({ reason }, "no OCI runtime layer: cgroup v2 unified settings are written after each container starts, not before its first instruction"),
+    reregistrar && ((reason) => void reregistrar.layerNotReady(reason)),
   );
+  // A dockerd that came back (restarted) may have read a daemon.json without the layer: ask it at once, not when the cache expires.
+  docker.events.onConnection((connected) => {
+    if (!connected) return;
+    ociLayer.forget();
+    void ociLayer.current({ quiet: true }).catch(() => undefined);
+  });
   const userns = new UsernsSupportProbe(
     () => ociLayer.current({ quiet: true }),
     async () => ({ ...(await docker.info()), apiVersion: await docker.apiVersion() }),
@@ -274,6 +295,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   await metrics.start({
     objectCounts: () => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })),
     held: () => ({ logFollowers: logFollowers.counts(), dockerConnections: docker.connectionCounts() }),
+    ociLayerReregistrations: reregistrar && (() => reregistrar.counts()),
   });
   // Normally the reconciliation is long done by now. A dockerd that has not answered it
   // within SERVE_BEFORE_RECONCILED_MS does not hold the socket: Status says why the
@@ -309,6 +331,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
     async stop() {
       // GetContainerEvents streams last forever; end them so the server can drain.
       containerEvents.close();
+      reregistrar?.stop();
       await server.stop(config.shutdownGraceMs);
       await metrics.stop();
       await streaming.stop();

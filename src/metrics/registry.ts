@@ -47,6 +47,8 @@ export interface MetricsSources {
   logTotals?: () => LogTotals;
   /** Log followers and Docker connections, read at scrape time. */
   held?: () => HeldResources;
+  /** The OCI runtime layer's re-registrations by result (registered, failed, refused), running totals. */
+  ociLayerReregistrations?: () => Record<string, number>;
 }
 
 export class CridockMetrics implements RpcObserver {
@@ -150,6 +152,18 @@ export class CridockMetrics implements RpcObserver {
       "Bytes of container output known to be lost to Docker's log rotation (a lower bound: whole files rotated away unseen have no known size)",
       "lostBytes",
     );
+    new client.Counter({
+      name: `${PREFIX}oci_layer_reregistrations_total`,
+      help: "Registrations of the OCI runtime layer with dockerd made again after something (a tool that rewrote daemon.json) removed it, by result (registered, failed, refused)",
+      labelNames: ["result"],
+      registers,
+      collect() {
+        const totals = sources().ociLayerReregistrations?.();
+        if (!totals) return;
+        this.reset();
+        for (const [result, n] of Object.entries(totals)) this.inc({ result }, n);
+      },
+    });
     // Gauges of what the process holds, one series per state or pool.
     const heldGauge = (name: string, help: string, labelName: string, read: (held: HeldResources) => Record<string, number>) =>
       labelledGauge(name, help, labelName, () => {

@@ -89,6 +89,7 @@ t.test("Docker, CNI, pull, log and object series", async (t) => {
     objectCounts: () => countObjects(async () => [{ ready: true }, { ready: false }, { ready: true }], async () => [{ state: "running" }, { state: "exited" }]),
     logTotals: () => ({ bytesWritten: 1234, lostEvents: 1, lostBytes: 99 }),
     held: () => ({ logFollowers: { copying: 3, done: 1 }, dockerConnections: { quick: 2, long: 5 } }),
+    ociLayerReregistrations: () => ({ registered: 2, failed: 1, refused: 0 }),
   });
   const { body, contentType } = await metrics.render();
   t.match(contentType, /text\/plain/);
@@ -112,6 +113,9 @@ t.test("Docker, CNI, pull, log and object series", async (t) => {
   t.equal(sample(body, 'cridock_log_followers{state="done"}'), 1);
   t.equal(sample(body, 'cridock_docker_connections{pool="quick"}'), 2);
   t.equal(sample(body, 'cridock_docker_connections{pool="long"}'), 5);
+  t.equal(sample(body, 'cridock_oci_layer_reregistrations_total{result="registered"}'), 2);
+  t.equal(sample(body, 'cridock_oci_layer_reregistrations_total{result="failed"}'), 1);
+  t.equal(sample(body, 'cridock_oci_layer_reregistrations_total{result="refused"}'), 0);
   for (const line of body.split("\n").filter((l) => l.startsWith("# TYPE "))) {
     const [, , name, type] = line.split(" ");
     t.ok(name!.startsWith("cridock_"), `${name} has the prefix`);
