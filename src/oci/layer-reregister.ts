@@ -22,7 +22,10 @@
  * Bounded: one attempt at a time, at most one per `minIntervalMs` (a tool
  * that restarts dockerd twice in a row gets the second attempt when the
  * interval ends, from one timer armed only then: nothing runs while the
- * layer is there). Each attempt is logged with its reason and counted
+ * layer is there). An attempt that fails doubles the interval, up to an
+ * hour, until one succeeds: a dockerd that never takes the registration
+ * (it reads another daemon.json than install's) is not signalled and
+ * polled for ever. Each attempt is logged with its reason and counted
  * (`counts`, cridock_oci_layer_reregistrations_total). Off with
  * --oci-layer-reregister=false.
  */
@@ -50,10 +53,14 @@ export interface ReregisterOptions {
 }
 
 export const DEFAULT_MIN_INTERVAL_MS = 30_000;
+/** The longest wait between attempts after failures. */
+const MAX_INTERVAL_MS = 3_600_000;
 
 export class LayerReregistrar {
   private running?: Promise<void>;
   private lastAttempt = Number.NEGATIVE_INFINITY;
+  /** Attempts that failed or were refused since the last success: each doubles the interval. */
+  private failuresInARow = 0;
   private deferred?: NodeJS.Timeout;
   private pendingReason?: string;
   private readonly totals: Record<ReregistrationResult, number> = { registered: 0, failed: 0, refused: 0 };
@@ -72,7 +79,10 @@ export class LayerReregistrar {
    */
   layerNotReady(reason: string): Promise<void> {
     if (this.running) return this.running;
-    const wait = this.lastAttempt + (this.options.minIntervalMs ?? DEFAULT_MIN_INTERVAL_MS) - Date.now();
+    const base = this.options.minIntervalMs ?? DEFAULT_MIN_INTERVAL_MS;
+    const interval = Math.min(base * 2 ** Math.min(this.failuresInARow, 20), Math.max(base, MAX_INTERVAL_MS));
+    // Timed from the attempt's end: one that waited out dockerd's reload counts from then.
+    const wait = this.lastAttempt + interval - Date.now();
     if (wait > 0) {
       this.pendingReason = reason;
       this.deferred ??= setTimeout(() => {
@@ -83,7 +93,10 @@ export class LayerReregistrar {
       return Promise.resolve();
     }
     this.lastAttempt = Date.now();
-    this.running = this.attempt(reason).finally(() => (this.running = undefined));
+    this.running = this.attempt(reason).finally(() => {
+      this.running = undefined;
+      this.lastAttempt = Date.now();
+    });
     return this.running;
   }
 
@@ -94,6 +107,7 @@ export class LayerReregistrar {
 
   private count(result: ReregistrationResult): void {
     this.totals[result]++;
+    this.failuresInARow = result === "registered" ? 0 : this.failuresInARow + 1;
   }
 
   private async attempt(reason: string): Promise<void> {

@@ -144,6 +144,24 @@ t.test("at most one attempt per interval; the one asked for meanwhile runs when 
   t.same(reregistrar.counts(), { registered: 2, failed: 0, refused: 0 });
 });
 
+t.test("failures in a row double the interval: a dockerd that never takes it is not signalled and polled for ever", async (t) => {
+  const { registration, dockerd, reregistrar } = await setup(t, { minIntervalMs: 400 });
+  rmSync(registration.dockerPidFile);
+  dockerd.rewriteAndRestart(MINIKUBE_DAEMON_JSON);
+  await reregistrar.layerNotReady("gone");
+  t.same(reregistrar.counts(), { registered: 0, failed: 1, refused: 0 }, "no dockerd to signal: failed");
+  t.match(readFileSync(registration.daemonJson, "utf8"), /cridock/, "daemon.json has it, for dockerd's next start");
+  await sleep(450);
+  await reregistrar.layerNotReady("still gone");
+  t.same(reregistrar.counts(), { registered: 0, failed: 1, refused: 0 }, "past the first interval, within the doubled one: no attempt");
+  for (let i = 0; i < 150 && reregistrar.counts().failed < 2; i++) await sleep(20);
+  t.same(reregistrar.counts(), { registered: 0, failed: 2, refused: 0 }, "the deferred attempt ran when the doubled interval ended");
+  writeFileSync(registration.dockerPidFile, `${dockerd.child.pid}\n`);
+  await sleep(1700);
+  await reregistrar.layerNotReady("gone");
+  t.equal(reregistrar.counts().registered, 1, "and a later one succeeds once dockerd can be signalled");
+});
+
 t.test("no record (never installed, uninstalled, CRIDOCK_OCI_LAYER=no): nothing is registered", async (t) => {
   const { registration, recordPath, dockerd, reregistrar } = await setup(t);
   await removeRecord(recordPath);
