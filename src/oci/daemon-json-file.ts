@@ -8,7 +8,7 @@
  * re-registration) take turns through a lock file beside the target
  * (file-lock.ts). What changes in the text is daemon-config.ts's business.
  */
-import { lstat, readFile, readlink, stat } from "node:fs/promises";
+import { lstat, mkdir, readFile, readlink, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { withFileLock, type LockOptions } from "./file-lock.ts";
 import { replaceFile } from "./replace-file.ts";
@@ -50,13 +50,28 @@ export interface DaemonJsonChange {
  * Reads daemon.json (undefined where it does not exist), hands its text to
  * `change`, and writes what that returns (nothing when it returns
  * undefined), all under the lock. `change` throws to refuse: the file is
- * then left exactly as it was. It runs under the lock, so what it checks
+ * then left exactly as it was. `createDirectory` makes the file's directory
+ * first (an install on a node where dockerd never had a daemon.json);
+ * without it, a missing directory is a file that does not exist. It runs under the lock, so what it checks
  * (the server's re-registration checks that install's record still
  * exists) holds for the write. A new file is root's, 0644, as dockerd's
  * packages make it.
  */
-export async function changeDaemonJson(path: string, change: (text: string | undefined) => string | undefined | Promise<string | undefined>, lock: LockOptions = {}): Promise<DaemonJsonChange> {
+export async function changeDaemonJson(
+  path: string,
+  change: (text: string | undefined) => string | undefined | Promise<string | undefined>,
+  options: LockOptions & { createDirectory?: boolean } = {},
+): Promise<DaemonJsonChange> {
   const target = await resolveWriteTarget(path);
+  const dir = dirname(target);
+  if (options.createDirectory) {
+    await mkdir(dir, { recursive: true, mode: 0o755 });
+  } else if (!(await stat(dir).then((s) => s.isDirectory(), () => false))) {
+    // No directory, so no file and nowhere for a lock: a change that writes nothing (an uninstall) is done, and leaves no directory behind.
+    if ((await change(undefined)) !== undefined) throw new Error(`${dir}, the directory of ${path}, does not exist`);
+    return {};
+  }
+  const lock: LockOptions = { timeoutMs: options.timeoutMs, pollMs: options.pollMs };
   return withFileLock(
     lockPathFor(target),
     async () => {

@@ -204,10 +204,12 @@ async function containersUsing(docker: DockerClient, runtime: string): Promise<s
 
 async function uninstall(docker: DockerClient, flags: Flags, reloadTimeoutS: number): Promise<void> {
   const daemonJson = flags["daemon-json"]!;
-  // The record goes first, under daemon.json's lock: a server re-registering checks it under the same lock, so it never re-adds what this removes.
+  // The record goes under daemon.json's lock, with the entry (and not when the change is refused): a server
+  // re-registering checks the record under the same lock, so it never re-adds what this removes.
   await changeDaemonJson(daemonJson, async (text) => {
+    const updated = withoutRuntime(text, LAYER_RUNTIME, daemonJson);
     await removeRecord(flags.registration!);
-    return withoutRuntime(text, LAYER_RUNTIME, daemonJson);
+    return updated;
   });
   if (!flags["no-reload"]) await reloadDockerd(reloadOptions(docker, flags, reloadTimeoutS, (info) => !info.Runtimes?.[LAYER_RUNTIME], "drop the runtime"));
   const using = (await dockerInfo(docker)) ? await containersUsing(docker, LAYER_RUNTIME) : [];

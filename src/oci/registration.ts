@@ -64,10 +64,14 @@ export async function ensureLauncher(registration: LayerRegistration, cridock: r
  * meanwhile) and throws.
  */
 export async function registerInDaemonJson(registration: LayerRegistration, stillWanted?: () => Promise<boolean>): Promise<boolean> {
-  const { written } = await changeDaemonJson(registration.daemonJson, async (text) => {
-    if (stillWanted && !(await stillWanted())) throw new RefusedChange("the layer was uninstalled meanwhile; daemon.json left as it is");
-    return withRuntime(text, LAYER_RUNTIME, registration.launcher, registration.daemonJson);
-  });
+  const { written } = await changeDaemonJson(
+    registration.daemonJson,
+    async (text) => {
+      if (stillWanted && !(await stillWanted())) throw new RefusedChange("the layer was uninstalled meanwhile; daemon.json left as it is");
+      return withRuntime(text, LAYER_RUNTIME, registration.launcher, registration.daemonJson);
+    },
+    { createDirectory: true },
+  );
   return written !== undefined;
 }
 

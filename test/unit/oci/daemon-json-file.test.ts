@@ -5,7 +5,7 @@
  */
 import t, { type Test } from "tap";
 import { spawn } from "node:child_process";
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync, chownSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync, chownSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -153,6 +153,18 @@ t.test("the lock: a live holder is waited for and named; a dead one's lock is ta
   await Promise.all(Array.from({ length: 4 }, () => withFileLock(lock, critical, { timeoutMs: 5000, pollMs: 5 })));
   t.equal(most, 1, "never two holders at once");
   t.same(readdirSync(dir), [], "nothing left");
+});
+
+t.test("a daemon.json whose directory does not exist: install makes it, uninstall leaves none", async (t) => {
+  const dir = tempDir(t);
+  const missing = join(dir, "etc-docker", "daemon.json");
+  t.same(await changeDaemonJson(missing, (text) => withoutRuntime(text, "cridock")), {}, "uninstall: nothing to do");
+  t.notOk(existsSync(join(dir, "etc-docker")), "and no directory made");
+  await t.rejects(changeDaemonJson(missing, add("/l")), /does not exist/, "a write without createDirectory is refused");
+  const registration = { launcher: "/l", daemonJson: missing, dockerPidFile: join(dir, "docker.pid"), delegate: "runc", editsDir: "/run/e", rootfsDir: "/run/r" };
+  t.equal(await registerInDaemonJson(registration), true, "install makes the directory and the file");
+  t.equal(statSync(join(dir, "etc-docker")).mode & 0o777, 0o755);
+  t.same(JSON.parse(readFileSync(missing, "utf8")), { runtimes: { cridock: { path: "/l" } } });
 });
 
 t.test("the lock lives beside the resolved target", async (t) => {
