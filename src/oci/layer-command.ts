@@ -180,8 +180,16 @@ async function install(docker: DockerClient, flags: Flags, reloadTimeoutS: numbe
     editsDir: flags["edits-dir"]!,
     rootfsDir: flags["rootfs-dir"]!,
   };
+  const hadLauncher = await access(registration.launcher).then(() => true, () => false);
   await ensureLauncher(registration, selfCommand(), "write");
-  const changed = await registerInDaemonJson(registration);
+  let changed: boolean;
+  try {
+    changed = await registerInDaemonJson(registration);
+  } catch (err) {
+    // Refused (or failed): a launcher this run made and nothing registers goes again.
+    if (!hadLauncher) await rm(registration.launcher, { force: true }).catch(() => undefined);
+    throw err;
+  }
   // The operator's intent, for the server's re-registration (registration-record.ts); once daemon.json has taken the entry.
   const record = flags.registration!;
   await mkdir(dirname(record), { recursive: true, mode: 0o755 });

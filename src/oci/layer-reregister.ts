@@ -29,6 +29,7 @@
  * (`counts`, cridock_oci_layer_reregistrations_total). Off with
  * --oci-layer-reregister=false.
  */
+import { rm } from "node:fs/promises";
 import type { DockerInfo } from "../docker/types.ts";
 import { describeCause } from "../errors.ts";
 import type { Logger } from "../log.ts";
@@ -127,7 +128,11 @@ export class LayerReregistrar {
       refuseLayerAsDefault(await this.options.info().catch(() => undefined));
       const wroteLauncher = await ensureLauncher(registration, this.options.cridock, "keep");
       // Under daemon.json's lock: an uninstall that took the record away meanwhile wins.
-      const changed = await registerInDaemonJson(registration, async () => (await readRecord(recordPath).catch(() => undefined)) !== undefined);
+      const changed = await registerInDaemonJson(registration, async () => (await readRecord(recordPath).catch(() => undefined)) !== undefined).catch(async (err: unknown) => {
+        // A launcher written for a registration that did not happen goes again.
+        if (wroteLauncher) await rm(registration.launcher, { force: true }).catch(() => undefined);
+        throw err;
+      });
       const loaded = shows(registration);
       const info = await this.options.info().catch(() => undefined);
       if (!changed && info && loaded(info)) {

@@ -202,8 +202,10 @@ t.test("a tool's daemon.json that makes cridock the default runtime is refused, 
   const { registration, dockerd, reregistrar } = await setup(t);
   const text = JSON.stringify({ "default-runtime": "cridock" });
   dockerd.rewriteAndRestart(text);
+  rmSync(registration.launcher);
   await reregistrar.layerNotReady("gone");
   t.equal(readFileSync(registration.daemonJson, "utf8"), text);
+  t.notOk(existsSync(registration.launcher), "the launcher written for it went again");
   t.equal(dockerd.hups(), 0);
   t.same(reregistrar.counts(), { registered: 0, failed: 0, refused: 1 });
 });
