@@ -123,7 +123,6 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   const podCidrs = new PodCidrStore(config.rootDirectory);
   const network: PodNetwork = await startup.time("network", async () => startPodNetwork(config, log, await podCidrs.load(), metrics.onCniOperation));
   const oomScore = await oomScorePolicy(config, log);
-  // What Docker's API cannot carry goes into the OCI spec through cridock's runtime layer, where dockerd has it.
   // A tool that owns daemon.json (minikube) may rewrite it without the layer and restart dockerd:
   // the server registers it again as install did, where install recorded it (oci/layer-reregister.ts).
   const reregistrar = config.ociLayerReregister
@@ -135,6 +134,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
         onRegistered: () => ociLayer.forget(),
       })
     : undefined;
+  // What Docker's API cannot carry goes into the OCI spec through cridock's runtime layer, where dockerd has it.
   const ociLayer = new OciLayerLookup(
     () => docker.info(),
     (reason) => log.warn({ reason }, "no OCI runtime layer: cgroup v2 unified settings are written after each container starts, not before its first instruction"),
