@@ -13,15 +13,18 @@
  * - The identity is `<pid> <start time>` (the start time from
  *   /proc/<pid>/stat, in clock ticks since boot), so a lock whose holder is
  *   gone is told apart from one whose pid a new process has reused.
- * - A stale lock is taken over by renaming it aside, which only one waiter
- *   can do to a given file; the renamed file is then checked to be the very
- *   file (device and inode) found stale. Should it be a fresh lock that
- *   another waiter made in between, it is linked back under the lock's name,
- *   which again fails rather than overwrite a third one's lock.
+ * - A stale lock is removed by one waiter at a time: the one that holds the
+ *   break lock (`<lock>.break`, taken with link(2) too), which checks that
+ *   the lock's name still names the very file (device and inode) it found
+ *   stale before it unlinks it. Holders never touch the break lock and a
+ *   new lock is only ever linked into an empty name, so what it unlinks is
+ *   the stale file, never a fresh lock of another waiter. A break lock is
+ *   held for a few system calls; one older than 10 s was left by a breaker
+ *   that died in them, and is removed.
  * - A live holder is waited for, up to a bound; then the wait fails naming
  *   the holder's pid, for the operator to look at.
  */
-import { link, lstat, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { link, lstat, readFile, rm, writeFile } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import process from "node:process";
 import { tempNameFor } from "./replace-file.ts";
@@ -105,7 +108,7 @@ async function acquire(lockPath: string, options: LockOptions): Promise<() => Pr
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       }
-      const holder = await takeOverIfStale(lockPath);
+      const holder = await takeOverIfStale(lockPath, mine);
       if (holder === "taken-over") continue;
       if (Date.now() > deadline) {
         const who = holder ? `process ${holder.pid}` : "an unknown process";
@@ -118,8 +121,11 @@ async function acquire(lockPath: string, options: LockOptions): Promise<() => Pr
   }
 }
 
-/** "taken-over" when the lock was stale and is gone now; otherwise its live holder (undefined when unreadable or gone meanwhile). */
-async function takeOverIfStale(lockPath: string): Promise<Holder | undefined | "taken-over"> {
+/** A break lock older than this was left by a breaker that died (a break is a few system calls). */
+const BREAK_LOCK_STALE_MS = 10_000;
+
+/** "taken-over" when the lock was stale and is gone now (or went meanwhile); otherwise its live holder (undefined when unknown or the break is another waiter's). */
+async function takeOverIfStale(lockPath: string, mine: string): Promise<Holder | undefined | "taken-over"> {
   const before = await lstat(lockPath).catch(() => undefined);
   if (!before) return "taken-over";
   const text = await readFile(lockPath, "utf8").catch(() => undefined);
@@ -128,18 +134,23 @@ async function takeOverIfStale(lockPath: string): Promise<Holder | undefined | "
   // A lock file cridock did not write (or a symlink) is never taken over: the operator decides.
   if (!holder || !before.isFile()) return undefined;
   if (await alive(holder)) return holder;
-  const aside = tempNameFor(lockPath) + ".stale";
+  const breakPath = `${lockPath}.break`;
   try {
-    await rename(lockPath, aside);
+    await link(mine, breakPath);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return "taken-over";
-    throw err;
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    const other = await lstat(breakPath).catch(() => undefined);
+    // ctime: link(2) sets it when the break lock is taken (the file's mtime is older: it was written when its waiter began).
+    if (other && Date.now() - other.ctimeMs > BREAK_LOCK_STALE_MS) await rm(breakPath, { force: true });
+    return undefined;
   }
-  const moved = await lstat(aside);
-  if (moved.ino !== before.ino || moved.dev !== before.dev) {
-    // Another waiter took the stale lock over first and made its own, which this rename moved: put it back.
-    await link(aside, lockPath).catch(() => undefined);
+  const ours = await lstat(breakPath);
+  try {
+    const now = await lstat(lockPath).catch(() => undefined);
+    if (now && now.ino === before.ino && now.dev === before.dev) await rm(lockPath, { force: true });
+  } finally {
+    const still = await lstat(breakPath).catch(() => undefined);
+    if (still && still.ino === ours.ino && still.dev === ours.dev) await rm(breakPath, { force: true });
   }
-  await rm(aside, { force: true });
   return "taken-over";
 }
