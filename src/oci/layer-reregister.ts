@@ -15,9 +15,10 @@
  * take (SIGHUP reloads daemon.json only), which without live-restore stops
  * every container; a drop-in that replaces ExecStart drops the flags of the
  * distribution's unit or of the tool's own (minikube writes docker.service
- * whole, with its own ExecStart); and a runtime named by both the flag and
- * daemon.json is a conflict that keeps dockerd from starting, so the two
- * ways cannot be combined. docs/operating.md says the same for operators.
+ * whole, with its own ExecStart); and the same runtime named by both the
+ * flag and daemon.json leaves dockerd's start to how it reconciles the two,
+ * where a conflict is a dockerd that does not start: the two ways must not
+ * be combined. docs/operating.md says the same for operators.
  *
  * Bounded: one attempt at a time, at most one per `minIntervalMs` (a tool
  * that restarts dockerd twice in a row gets the second attempt when the
