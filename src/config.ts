@@ -39,6 +39,8 @@ export interface Config {
   shutdownGraceMs: number;
   /** Raise container and sandbox oom_score_adj below cridock's own to its own: decided from the host, or forced. */
   restrictOomScoreAdj: OomScoreRestriction;
+  /** Register the OCI runtime layer again when a tool rewrote daemon.json without it (src/oci/layer-reregister.ts). */
+  ociLayerReregister: boolean;
   logLevel: LogLevel;
 }
 
@@ -73,6 +75,7 @@ export const DEFAULTS = {
   "shutdown-grace-period": "10s",
   "metrics-bind-addr": "",
   "restrict-oom-score-adj": "auto",
+  "oci-layer-reregister": "true",
   "log-level": "info",
 } as const;
 
@@ -100,6 +103,8 @@ const HELP: Record<FlagName, string> = {
   "metrics-bind-addr": "ip:port (or port alone, for 127.0.0.1) of the Prometheus /metrics endpoint; empty = off",
   "restrict-oom-score-adj":
     "raise every container's and sandbox's oom_score_adj that is below cridock's own to its own (containerd's restrict_oom_score_adj): auto when the host cannot lower scores (no CAP_SYS_RESOURCE in the bounding set, or a user namespace), true, or false",
+  "oci-layer-reregister":
+    "register the OCI runtime layer with dockerd again when it is gone (a tool such as minikube rewrote daemon.json and restarted dockerd) and `cridock oci-layer install` recorded it in <root-directory>/oci-layer.json: true or false",
   "log-level": `one of ${LOG_LEVELS.join(", ")}`,
 };
 
@@ -254,6 +259,8 @@ export function parseConfig(argv: string[]): ParseResult {
   if (restrictOom !== "auto" && restrictOom !== "true" && restrictOom !== "false") {
     throw new ConfigError("restrict-oom-score-adj", `"${restrictOom}" is not one of auto, true, false`);
   }
+  const reregister = get("oci-layer-reregister");
+  if (reregister !== "true" && reregister !== "false") throw new ConfigError("oci-layer-reregister", `"${reregister}" is not one of true, false`);
   const podCidr = get("pod-cidr");
   if (podCidr && !/^[0-9a-fA-F.:]+\/\d{1,3}$/.test(podCidr)) throw new ConfigError("pod-cidr", `"${podCidr}" is not a CIDR`);
   const { host: streamingHost, port: streamingPort } = parseBindAddr(get("streaming-bind-addr"));
@@ -282,6 +289,7 @@ export function parseConfig(argv: string[]): ParseResult {
       dockerLogMaxFile: intFlag("docker-log-max-file", get("docker-log-max-file"), 1, 100),
       shutdownGraceMs: durationFlag("shutdown-grace-period", get("shutdown-grace-period")),
       restrictOomScoreAdj: restrictOom === "auto" ? "auto" : restrictOom === "true",
+      ociLayerReregister: reregister === "true",
       logLevel: logLevel as LogLevel,
     },
   };

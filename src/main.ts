@@ -80,6 +80,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
   await metrics.start({
     objectCounts: () => countObjects(() => sandboxes.list(), () => containers.list({ id: "", sandboxId: "", labelSelector: {} })),
     held: () => ({ logFollowers: logFollowers.counts(), dockerConnections: docker.connectionCounts() }),
+    ociLayerReregistrations: runtime.ociLayerReregistrar && (() => runtime.ociLayerReregistrar!.counts()),
   });
   await serveOnceReconciled(server, gate, reconciled, startup, log);
   // Started: what runs hot from now on is worth optimizing (startup-tiering.ts), and the
@@ -98,6 +99,7 @@ export async function startCridock(config: Config, log: Logger): Promise<Cridock
       // GetContainerEvents streams last forever; end them so the server can drain.
       views.containerEvents.close();
       runtime.rootfsSweeper.stop();
+      runtime.ociLayerReregistrar?.stop();
       await server.stop(config.shutdownGraceMs);
       await metrics.stop();
       await streaming.server.stop();

@@ -75,7 +75,7 @@ const work = mkdtempSync(join(tmpdir(), "cridock-bench-oci-"));
 chmodSync(work, 0o711);
 const docker = new DockerClient({ endpoint: own?.endpoint ?? NODE_DOCKERD!, requestTimeoutMs: 120_000, logger: silentLogger });
 const layerFlags = own
-  ? [`--docker-endpoint=${own.endpoint}`, `--daemon-json=${own.configFile}`, `--docker-pid-file=${own.pidFile}`, `--launcher=${join(work, "oci-runtime")}`, `--edits-dir=${join(work, "edits")}`, `--rootfs-dir=${join(work, "rootfs")}`]
+  ? [`--docker-endpoint=${own.endpoint}`, `--daemon-json=${own.configFile}`, `--docker-pid-file=${own.pidFile}`, `--launcher=${join(work, "oci-runtime")}`, `--edits-dir=${join(work, "edits")}`, `--rootfs-dir=${join(work, "rootfs")}`, `--registration=${join(work, "oci-layer.json")}`]
   : [];
 try {
   if (own) {

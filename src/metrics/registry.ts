@@ -49,6 +49,8 @@ export interface MetricsSources {
   held?: () => HeldResources;
   /** Monotonic totals of the OCI layer's rootfs sweep (oci/rootfs-sweeper.ts). */
   rootfsSweep?: () => RootfsSweepTotals;
+  /** The OCI runtime layer's re-registrations by result (registered, failed, refused), running totals. */
+  ociLayerReregistrations?: () => Record<string, number>;
 }
 
 export interface RootfsSweepTotals {
@@ -178,6 +180,18 @@ export class CridockMetrics implements RpcObserver {
       "Container directories of the OCI layer's idmapped rootfs that the periodic sweep could not release (each attempt counts; the log names the container and why)",
       "errors",
     );
+    new client.Counter({
+      name: `${PREFIX}oci_layer_reregistrations_total`,
+      help: "Registrations of the OCI runtime layer with dockerd made again after something (a tool that rewrote daemon.json) removed it, by result (registered, failed, refused)",
+      labelNames: ["result"],
+      registers,
+      collect() {
+        const totals = sources().ociLayerReregistrations?.();
+        if (!totals) return;
+        this.reset();
+        for (const [result, n] of Object.entries(totals)) this.inc({ result }, n);
+      },
+    });
     // Gauges of what the process holds, one series per state or pool.
     const heldGauge = (name: string, help: string, labelName: string, read: (held: HeldResources) => Record<string, number>) =>
       labelledGauge(name, help, labelName, () => {

@@ -23,8 +23,8 @@ export function servedMetrics(bind: { host: string; port: number }, log: Logger)
     onPull: (seconds, result) => metrics.imagePull(seconds, result),
     onCniOperation: (operation, seconds, ok) => metrics.cniOperation(operation, seconds, ok),
     handlers: (service, table) => instrumentHandlers(service, table, metrics),
-    async start({ objectCounts, held }) {
-      metrics.setSources({ objectCounts, held, logTotals: () => logTotals, rootfsSweep: () => rootfsSweepTotals });
+    async start({ objectCounts, held, ociLayerReregistrations }) {
+      metrics.setSources({ objectCounts, held, logTotals: () => logTotals, rootfsSweep: () => rootfsSweepTotals, ociLayerReregistrations });
       if (!LOOPBACK.test(bind.host)) {
         log.warn({ host: bind.host }, "metrics are served on a non-loopback address without authentication; firewall it or bind 127.0.0.1");
       }

@@ -19,4 +19,6 @@ export interface MetricsWiring {
 export interface ScrapeSources {
   objectCounts: () => Promise<ObjectCounts>;
   held: () => HeldResources;
+  /** Re-registrations of the OCI runtime layer by result; absent when they are off. */
+  ociLayerReregistrations?: () => Record<string, number>;
 }

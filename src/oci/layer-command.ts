@@ -3,12 +3,17 @@
  * runtime layer (launcher.ts) in front of dockerd's runc, or takes it away.
  *
  * install writes the launcher, registers it in daemon.json's `runtimes`
- * (merged with the operator's settings: daemon-config.ts) and sends dockerd
- * SIGHUP, which reloads the runtimes without restarting dockerd or any
- * container; it then waits until /info lists the runtime. uninstall removes
- * the registration the same way; the launcher file stays while a container
- * still runs under it (containerd's shim calls it to stop and delete that
- * container), and goes otherwise. Both are idempotent.
+ * (merged with the operator's settings: daemon-config.ts; the file kept as
+ * an operator keeps it: daemon-json-file.ts), records what it registered
+ * for the server's re-registration (registration-record.ts) and sends
+ * dockerd SIGHUP, which reloads the runtimes without restarting dockerd or
+ * any container; it then waits until /info lists the runtime. Those steps
+ * live in registration.ts, which the server's re-registration runs too.
+ * uninstall removes the record, then the registration the same way; the
+ * launcher file stays while a container still runs under it (containerd's
+ * shim calls it to stop and delete that container), and goes otherwise,
+ * with what cridock left in the edits directory (edits-dir-removal.ts).
+ * Both are idempotent.
  */
 import { access, constants, mkdir, readFile, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
@@ -17,10 +22,13 @@ import { parseArgs } from "node:util";
 import { DockerClient } from "../docker/client.ts";
 import type { DockerInfo } from "../docker/types.ts";
 import { createLogger } from "../log.ts";
-import { withoutRuntime, withRuntime } from "./daemon-config.ts";
-import { isCommandName, renderLauncher } from "./launcher.ts";
-import { replaceFile } from "./replace-file.ts";
+import { withoutRuntime } from "./daemon-config.ts";
+import { changeDaemonJson } from "./daemon-json-file.ts";
+import { removeEditsDir } from "./edits-dir-removal.ts";
+import { isCommandName } from "./launcher.ts";
 import { inspectLayer, LAYER_RUNTIME } from "./layer.ts";
+import { DEFAULT_RECORD, removeRecord, writeRecord, type LayerRegistration } from "./registration-record.ts";
+import { dockerdPid, ensureLauncher, refuseLayerAsDefault, registerInDaemonJson, reloadDockerd, shows, type ReloadOptions } from "./registration.ts";
 import { describeCause } from "../errors.ts";
 import { selfCommand } from "../self-command.ts";
 
@@ -32,6 +40,7 @@ const OPTIONS = {
   "edits-dir": { type: "string", default: "/run/cridock/oci-edits" },
   "rootfs-dir": { type: "string", default: "/run/cridock-rootfs" },
   runtime: { type: "string" },
+  registration: { type: "string", default: DEFAULT_RECORD },
   "no-reload": { type: "boolean", default: false },
   "reload-timeout": { type: "string", default: "120" },
   help: { type: "boolean", default: false },
@@ -53,6 +62,9 @@ unified settings) is in force before a container's first instruction.
                          (default /run/cridock-rootfs; it and its parents must be searchable by all)
   --runtime FILE         the real OCI runtime (default: dockerd's default runtime; runc by
                          name, found on containerd's shim's PATH at each call, as Docker's is)
+  --registration FILE    where install records what it registered, for cridock's re-registration
+                         after a tool rewrote daemon.json (default ${DEFAULT_RECORD}, in cridock's
+                         default --root-directory; uninstall removes it)
   --no-reload            write the files, signal nothing (dockerd reads them when it starts)
   --reload-timeout SECS  how long to wait for dockerd to show the reload in /info (default 120)`;
 
@@ -106,17 +118,6 @@ async function readOptional(path: string): Promise<string | undefined> {
   }
 }
 
-async function writeAtomically(path: string, text: string, mode: number): Promise<void> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o755 });
-  await replaceFile(path, text, mode);
-}
-
-/** dockerd's pid from its pid file, or undefined when there is none. */
-async function dockerdPid(pidFile: string): Promise<string | undefined> {
-  const pid = (await readOptional(pidFile))?.trim();
-  return pid && /^\d+$/.test(pid) ? pid : undefined;
-}
-
 async function dockerInfo(docker: DockerClient): Promise<DockerInfo | undefined> {
   return docker.info().catch(() => undefined);
 }
@@ -146,71 +147,58 @@ async function resolveOnDockerdPath(name: string, pidFile: string): Promise<stri
  * shim gives it, as the shim does for Docker's own runc: whichever engine
  * runs the node later, its runc runs the layer's containers (launcher.ts).
  * The name must be found on dockerd's PATH now, so that a node without it
- * is told at install.
+ * is told at install. A default runtime that is the layer itself is refused.
  */
-async function realRuntime(docker: DockerClient, flags: Flags): Promise<string> {
+async function realRuntime(info: DockerInfo | undefined, flags: Flags): Promise<string> {
+  if (flags.runtime === LAYER_RUNTIME) throw new Error(`--runtime ${LAYER_RUNTIME} names the layer itself: name the real runtime (runc)`);
   if (flags.runtime) return flags.runtime;
-  const info = await dockerInfo(docker);
+  refuseLayerAsDefault(info);
   const name = info ? (info.Runtimes?.[info.DefaultRuntime ?? "runc"]?.path ?? "runc") : "runc";
   const found = await resolveOnDockerdPath(name, flags["docker-pid-file"]!);
   if (!found) throw new Error(`dockerd's runtime ${name} was not found on its PATH; name it with --runtime`);
   return isCommandName(name) ? name : found;
 }
 
-/**
- * SIGHUP to dockerd, then /info until `loaded` holds. dockerd logs why it
- * refused a reload; what this says is whether it answered at all, and what
- * it last answered.
- */
-async function reload(docker: DockerClient, flags: Flags, timeoutS: number, loaded: (info: DockerInfo) => boolean, what: string): Promise<void> {
-  if (flags["no-reload"]) return;
-  const pid = await dockerdPid(flags["docker-pid-file"]!);
-  if (!pid) {
-    process.stderr.write(`cridock oci-layer: no dockerd pid in ${flags["docker-pid-file"]}: dockerd reads daemon.json when it starts\n`);
-    return;
-  }
-  try {
-    process.kill(Number(pid), "SIGHUP");
-  } catch (err) {
-    process.stderr.write(`cridock oci-layer: dockerd (pid ${pid}) is not running (${(err as Error).message}): it reads daemon.json when it starts\n`);
-    return;
-  }
-  const started = Date.now();
-  let lastError: unknown;
-  let answers = 0;
-  let reported = started;
-  for (;;) {
-    const info = await docker.info().catch((err: unknown) => {
-      lastError = err;
-      return undefined;
-    });
-    if (info) answers++;
-    if (info && loaded(info)) return;
-    const now = Date.now();
-    if (now - started > timeoutS * 1000) {
-      const seen = info ? `its /info still does not show it (${answers} answers)` : `its /info did not answer (${describeCause(lastError)})`;
-      throw new Error(`dockerd (pid ${pid}) did not ${what} within ${timeoutS} s of SIGHUP: ${seen}; dockerd's log says why if it refused ${flags["daemon-json"]}`);
-    }
-    if (now - reported >= 15_000) {
-      reported = now;
-      process.stderr.write(`cridock oci-layer: waiting for dockerd (pid ${pid}) to ${what}: ${Math.round((now - started) / 1000)} s of ${timeoutS} s\n`);
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
+function reloadOptions(docker: DockerClient, flags: Flags, timeoutS: number, loaded: (info: DockerInfo) => boolean, what: string): ReloadOptions {
+  return {
+    pidFile: flags["docker-pid-file"]!,
+    daemonJson: flags["daemon-json"]!,
+    info: () => docker.info(),
+    loaded: loaded as ReloadOptions["loaded"],
+    what,
+    timeoutMs: timeoutS * 1000,
+    report: (message) => process.stderr.write(`cridock oci-layer: ${message}\n`),
+  };
 }
 
 async function install(docker: DockerClient, flags: Flags, reloadTimeoutS: number): Promise<void> {
-  const launcher = flags.launcher!;
-  const delegate = await realRuntime(docker, flags);
-  await writeAtomically(launcher, renderLauncher({ delegate, editsDir: flags["edits-dir"]!, rootfsDir: flags["rootfs-dir"]!, cridock: selfCommand() }), 0o755);
-  const daemonJson = flags["daemon-json"]!;
-  const updated = withRuntime(await readOptional(daemonJson), LAYER_RUNTIME, launcher, daemonJson);
-  if (updated !== undefined) await writeAtomically(daemonJson, updated, 0o644);
-  const loaded = (info: DockerInfo) => info.Runtimes?.[LAYER_RUNTIME]?.path === launcher;
+  const registration: LayerRegistration = {
+    launcher: flags.launcher!,
+    daemonJson: flags["daemon-json"]!,
+    dockerPidFile: flags["docker-pid-file"]!,
+    delegate: await realRuntime(await dockerInfo(docker), flags),
+    editsDir: flags["edits-dir"]!,
+    rootfsDir: flags["rootfs-dir"]!,
+  };
+  const hadLauncher = await access(registration.launcher).then(() => true, () => false);
+  await ensureLauncher(registration, selfCommand(), "write");
+  let changed: boolean;
+  try {
+    changed = await registerInDaemonJson(registration);
+  } catch (err) {
+    // Refused (or failed): a launcher this run made and nothing registers goes again.
+    if (!hadLauncher) await rm(registration.launcher, { force: true }).catch(() => undefined);
+    throw err;
+  }
+  // The operator's intent, for the server's re-registration (registration-record.ts); once daemon.json has taken the entry.
+  const record = flags.registration!;
+  await mkdir(dirname(record), { recursive: true, mode: 0o755 });
+  await writeRecord(record, registration);
+  const loaded = shows(registration);
   // A reinstall (a package upgrade) over a dockerd that has it already signals nothing.
-  const info = updated === undefined ? await dockerInfo(docker) : undefined;
-  if (!info || !loaded(info)) await reload(docker, flags, reloadTimeoutS, loaded, "load the runtime");
-  process.stdout.write(`cridock oci-layer: runtime "${LAYER_RUNTIME}" → ${launcher} (real runtime ${delegate}) registered in ${daemonJson}\n`);
+  const info = changed ? undefined : await dockerInfo(docker);
+  if (!flags["no-reload"] && (!info || !loaded(info))) await reloadDockerd(reloadOptions(docker, flags, reloadTimeoutS, loaded, "load the runtime"));
+  process.stdout.write(`cridock oci-layer: runtime "${LAYER_RUNTIME}" → ${registration.launcher} (real runtime ${registration.delegate}) registered in ${registration.daemonJson}\n`);
 }
 
 async function containersUsing(docker: DockerClient, runtime: string): Promise<string[]> {
@@ -224,17 +212,22 @@ async function containersUsing(docker: DockerClient, runtime: string): Promise<s
 
 async function uninstall(docker: DockerClient, flags: Flags, reloadTimeoutS: number): Promise<void> {
   const daemonJson = flags["daemon-json"]!;
-  const updated = withoutRuntime(await readOptional(daemonJson), LAYER_RUNTIME, daemonJson);
-  if (updated !== undefined) await writeAtomically(daemonJson, updated, 0o644);
-  await reload(docker, flags, reloadTimeoutS, (info) => !info.Runtimes?.[LAYER_RUNTIME], "drop the runtime");
+  // The record goes under daemon.json's lock, with the entry (and not when the change is refused): a server
+  // re-registering checks the record under the same lock, so it never re-adds what this removes.
+  await changeDaemonJson(daemonJson, async (text) => {
+    const updated = withoutRuntime(text, LAYER_RUNTIME, daemonJson);
+    await removeRecord(flags.registration!);
+    return updated;
+  });
+  if (!flags["no-reload"]) await reloadDockerd(reloadOptions(docker, flags, reloadTimeoutS, (info) => !info.Runtimes?.[LAYER_RUNTIME], "drop the runtime"));
   const using = (await dockerInfo(docker)) ? await containersUsing(docker, LAYER_RUNTIME) : [];
   if (using.length > 0) {
     process.stdout.write(`cridock oci-layer: unregistered; ${flags.launcher} stays while ${using.length} container(s) created under it exist (${using.slice(0, 5).join(", ")})\n`);
     return;
   }
   await rm(flags.launcher!, { force: true });
-  await rm(flags["edits-dir"]!, { recursive: true, force: true });
-  process.stdout.write(`cridock oci-layer: unregistered from ${daemonJson}; ${flags.launcher} removed\n`);
+  const left = await removeEditsDir(flags["edits-dir"]!);
+  process.stdout.write(`cridock oci-layer: unregistered from ${daemonJson}; ${flags.launcher} removed${left ? `; ${left}` : ""}\n`);
 }
 
 async function status(docker: DockerClient): Promise<number> {

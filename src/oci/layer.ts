@@ -60,6 +60,12 @@ const ABSENT_TTL_MS = 15_000;
  * it pays one /info every 15 s, and one that gains it (the .deb's postinst
  * registers it while cridock runs) uses it from then on. Its absence is
  * logged once, as what the node then lacks.
+ *
+ * Each time dockerd is asked and the layer is not ready, `onNotReady` hears
+ * why (quiet or not): the server's re-registration (layer-reregister.ts)
+ * decides from there, rate-limited on its side. `forget` drops what is
+ * cached, for when dockerd restarted (it may have read a daemon.json that a
+ * tool rewrote without the layer) and the next call must ask it again.
  */
 export class OciLayerLookup {
   private cached?: { state: LayerState; at: number };
@@ -69,7 +75,13 @@ export class OciLayerLookup {
   constructor(
     private readonly info: () => Promise<Pick<DockerInfo, "Runtimes">>,
     private readonly onAbsent: (reason: string) => void,
+    private readonly onNotReady?: (reason: string) => void,
   ) {}
+
+  /** Drops the cached answer: the next `current` asks dockerd. */
+  forget(): void {
+    this.cached = undefined;
+  }
 
   /** The layer, or undefined; `quiet` when the caller does not need it (a cgroup v1 node's start-up sweep). */
   async current(options: { quiet?: boolean } = {}): Promise<OciLayer | undefined> {
@@ -92,6 +104,7 @@ export class OciLayerLookup {
       this.onAbsent(state.reason);
     }
     if (state.ready) this.toldAbsent = false;
+    else this.onNotReady?.(state.reason);
     return state;
   }
 }

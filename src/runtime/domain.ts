@@ -10,6 +10,7 @@ import type { DockerClient } from "../docker/client.ts";
 import type { Logger } from "../log.ts";
 import { LogFollowers } from "../logs/followers.ts";
 import type { PodNetwork } from "../network/plugin.ts";
+import type { LayerReregistrar } from "../oci/layer-reregister.ts";
 import { ociLayerView, sweepOciLeftovers } from "../oci/setup.ts";
 import { StatsCollector } from "../stats/collector.ts";
 import { CheckpointStore } from "../store/checkpoint.ts";
@@ -36,6 +37,7 @@ export interface RuntimeSettings {
   dockerLogMaxFile: number;
   runtimeRequestTimeoutMs: number;
   restrictOomScoreAdj: OomScoreRestriction;
+  ociLayerReregister: boolean;
 }
 
 export interface RuntimeParts {
@@ -59,11 +61,13 @@ export interface RuntimeDomain {
   containers: ContainerManager;
   /** The OCI layer's periodic sweep of idmapped rootfs left behind; stopped with cridock. */
   rootfsSweeper: { stop(): void };
+  /** Registers the OCI layer again after a tool removed it from daemon.json (absent when turned off); stopped with cridock. */
+  ociLayerReregistrar?: LayerReregistrar;
 }
 
 export async function createRuntimeDomain({ settings, log, docker, network, podCidrs, onPull }: RuntimeParts): Promise<RuntimeDomain> {
   const oomScore = await loadOomScorePolicy(settings.restrictOomScoreAdj, log);
-  const { layer: ociLayer, userns, mountOptions } = ociLayerView(docker, log);
+  const { layer: ociLayer, userns, mountOptions, reregistrar } = ociLayerView(docker, log, settings);
   const status = new RuntimeStatus(docker, network, (cidr) => podCidrs.save(cidr), () => userns.current(), mountOptions);
   status.prefetchOnConnect();
   const imageFs = new ImageFilesystem(docker);
@@ -113,7 +117,7 @@ export async function createRuntimeDomain({ settings, log, docker, network, podC
     userns: () => userns.current(),
     mountOptions,
   });
-  return { status, imageFs, images, logFollowers, sandboxStore, imageFiles, sandboxes, containers, rootfsSweeper };
+  return { status, imageFs, images, logFollowers, sandboxStore, imageFiles, sandboxes, containers, rootfsSweeper, ociLayerReregistrar: reregistrar };
 }
 
 /** What kubelet polls or streams about pods, over the domain. */

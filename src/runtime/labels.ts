@@ -4,6 +4,7 @@
  * `io.cridock.`. Internal labels never appear in CRI responses: CRI labels are
  * copied as they are, CRI annotations are stored as `annotation.<key>`.
  */
+import { invalidArgument } from "../errors.ts";
 
 export const TYPE_LABEL = "io.kubernetes.docker.type";
 export const TYPE_SANDBOX = "podsandbox";
@@ -22,6 +23,36 @@ const INTERNAL_KEYS = new Set([TYPE_LABEL, SANDBOX_ID_LABEL, LOG_PATH_LABEL]);
 
 export function isInternalLabel(key: string): boolean {
   return INTERNAL_KEYS.has(key) || key.startsWith(CRIDOCK_PREFIX);
+}
+
+/**
+ * Refuses, as INVALID_ARGUMENT naming the key, what a request must not set
+ * because cridock reads it back as its own fact about the object:
+ * - labels and annotations under `io.cridock.` (a sandbox labelled
+ *   io.cridock.scratch was taken for a leftover scratch container and
+ *   force-removed at the next start; io.cridock.userns carries user
+ *   namespace mappings);
+ * - labels named as cridock's shared keys with cri-dockerd
+ *   (io.kubernetes.docker.type, io.kubernetes.sandbox.id,
+ *   io.kubernetes.container.logpath): they say what a Docker container is,
+ *   which sandbox a container belongs to and where its log goes. kubelet
+ *   never sends them (they were dockershim's own); its io.kubernetes.pod.*
+ *   and io.kubernetes.container.name labels are its own and stay accepted.
+ *   An annotation of such a name is stored as `annotation.<key>` and
+ *   cannot be taken for one.
+ */
+export function checkRequestLabels(what: string, labels: Record<string, string>, annotations: Record<string, string>): void {
+  for (const key of Object.keys(labels)) {
+    if (key.startsWith(CRIDOCK_PREFIX)) throw invalidArgument(`${what} label ${JSON.stringify(clipKey(key))} is in the ${CRIDOCK_PREFIX} namespace, which cridock keeps for its own labels`);
+    if (INTERNAL_KEYS.has(key)) throw invalidArgument(`${what} label "${key}" is one cridock sets itself (as cri-dockerd does) and reads back; a request cannot set it`);
+  }
+  for (const key of Object.keys(annotations)) {
+    if (key.startsWith(CRIDOCK_PREFIX)) throw invalidArgument(`${what} annotation ${JSON.stringify(clipKey(key))} is in the ${CRIDOCK_PREFIX} namespace, which cridock keeps for its own annotations`);
+  }
+}
+
+function clipKey(key: string): string {
+  return key.length > 120 ? `${key.slice(0, 120)}…` : key;
 }
 
 /** Docker labels for a CRI object: its labels, its annotations, and cridock's own. */

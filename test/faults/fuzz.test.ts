@@ -17,6 +17,19 @@ import { criRoot } from "../../src/cri/proto.ts";
 import { BUSYBOX_IMAGE, REGISTRY } from "../helpers/env.ts";
 import { FAULT_LABEL, leakCount, leaks, podConfig, removeAllPods, startFaultEnv } from "./env.ts";
 
+/** Keys a request must not set: cridock's io.cridock. namespace and the labels it reads back (a sandbox labelled io.cridock.scratch was force-removed at the next start). */
+const RESERVED_KEYS = [
+  "io.cridock.scratch",
+  "io.cridock.root",
+  "io.cridock.userns",
+  "io.cridock.unified",
+  "io.cridock.restore-from",
+  "io.cridock.",
+  "io.kubernetes.docker.type",
+  "io.kubernetes.sandbox.id",
+  "io.kubernetes.container.logpath",
+];
+
 const ROUNDS = Number(process.env.CRIDOCK_FUZZ_ROUNDS ?? 40);
 const CALL_TIMEOUT_MS = 30_000;
 
@@ -48,6 +61,8 @@ const HOSTILE_STRINGS = [
   "-1", "0", "18446744073709551616", "k8s_POD_a_b_c_0", "a_b", "sha256:", "sha256:" + "0".repeat(64), "0".repeat(64), "g".repeat(12),
   sandboxId, containerId, sandboxId.slice(0, 3), containerId.slice(0, 12), BUSYBOX_IMAGE, `${REGISTRY}/none:1`, `${REGISTRY}/cridock-test/busybox@sha256:${"0".repeat(64)}`,
   "unix:///var/run/docker.sock", "http://127.0.0.1:1/", "127.0.0.1:99999", "ALL", "SYS_ADMIN", "/proc/self/ns/net", "/dev/null", "runtime/default", "localhost/../../x",
+  // Label and annotation keys cridock keeps for itself (runtime/labels.ts): as map keys, they must be refused, never acted on.
+  ...RESERVED_KEYS,
 ];
 const HOSTILE_NUMBERS = [0, -1, 1, 2, 127, 65535, 65536, 2 ** 31 - 1, -(2 ** 31), 2 ** 32];
 const HOSTILE_LONGS = [0n, -1n, 1n, 9_223_372_036_854_775_807n, -9_223_372_036_854_775_808n, 1_000_000_000_000n];
@@ -184,6 +199,33 @@ function send(path: string, streaming: boolean, bytes: Buffer): Promise<number> 
     }
   });
 }
+
+t.test("reserved label and annotation keys are INVALID_ARGUMENT naming the key, on RunPodSandbox and CreateContainer, and create nothing", async (t) => {
+  const code = (p: Promise<unknown>) => p.then(() => ({ code: 0, details: "" }), (err: { code?: number; details?: string }) => ({ code: err.code ?? -1, details: err.details ?? "" }));
+  const before = (await client.call("ListContainers", {})).containers.length;
+  for (const key of RESERVED_KEYS) {
+    // io.kubernetes.* keys are refused as labels only: an annotation is stored apart, as annotation.<key>.
+    const labelOnly = !key.startsWith("io.cridock.");
+    const cases: [string, Record<string, unknown>][] = [["label", { labels: { ...(pod.labels as object), [key]: "x" } }]];
+    if (!labelOnly) cases.push(["annotation", { annotations: { [key]: "x" } }]);
+    for (const [what, extra] of cases) {
+      const sandbox = await code(client.call("RunPodSandbox", { config: { ...podConfig(env, `fuzz-key-${process.pid}`), ...extra } }));
+      t.equal(sandbox.code, grpc.status.INVALID_ARGUMENT, `RunPodSandbox with ${what} ${key}: INVALID_ARGUMENT`);
+      t.ok(sandbox.details.includes(key), `and it names the key: ${sandbox.details}`);
+      const container = await code(
+        client.call("CreateContainer", {
+          podSandboxId: sandboxId,
+          config: { metadata: { name: "fuzz-key", attempt: 0 }, image: { image: BUSYBOX_IMAGE }, command: ["true"], labels: { [FAULT_LABEL]: "1" }, ...extra },
+          sandboxConfig: pod,
+        }),
+      );
+      t.equal(container.code, grpc.status.INVALID_ARGUMENT, `CreateContainer with ${what} ${key}: INVALID_ARGUMENT`);
+      t.ok(container.details.includes(key), `and it names the key: ${container.details}`);
+    }
+  }
+  t.equal((await client.call("ListContainers", {})).containers.length, before, "no container was created");
+  t.same((await client.call("ListPodSandbox", {})).items.map((s: { id: string }) => s.id), [sandboxId], "no sandbox was created");
+});
 
 t.test(`fuzzing all ${methods.length} RPCs`, async (t) => {
   t.equal(methods.length, 41, "the CRI has 41 RPCs");

@@ -111,6 +111,7 @@ t.test("apt-get install ./dist/cridock_<version>_amd64.deb installs the executab
   t.equal(verify.stdout + verify.stderr, "", "systemd-analyze verify has nothing to say about the units");
 
   t.equal(layerRuntime(), "/var/lib/cridock/oci-runtime", "postinst registered the OCI runtime layer with the node's dockerd (SIGHUP)");
+  t.ok(existsSync(join(STATE_DIR, "oci-layer.json")), "and recorded it, for cridock to register it again should a tool rewrite daemon.json");
   // Docker's runc by name, as the shim finds Docker's own (src/oci/launcher.ts): not the path the node has now.
   t.match(run("/usr/bin/cridock", ["oci-layer", "status"]).stdout, /^ready: runtime "cridock" → \/var\/lib\/cridock\/oci-runtime, real runtime runc$/m);
   t.ok(existsSync("/etc/systemd/system/sockets.target.wants/cridock.socket"), "deb-systemd-helper enabled the socket");
@@ -182,6 +183,7 @@ t.test("apt-get remove, then purge: nothing the package installed is left; pods'
   t.ok(existsSync("/etc/default/cridock"), "the conffile stays until purge");
   t.equal(layerRuntime(), undefined, "remove: the OCI runtime layer is unregistered from dockerd");
   t.notOk(existsSync(join(STATE_DIR, "oci-runtime")), "and its launcher removed (no container used it)");
+  t.notOk(existsSync(join(STATE_DIR, "oci-layer.json")), "and install's record of it: nothing registers it again");
 
   const p = apt("purge", "cridock");
   t.equal(p.status, 0, p.stdout + p.stderr);

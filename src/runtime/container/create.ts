@@ -12,7 +12,7 @@ import type { ContainerCreateBody, HostConfig } from "../../docker/types.ts";
 import { invalidArgument } from "../../errors.ts";
 import type { ContainerSpec } from "./spec.ts";
 import { ATTEMPT_LABEL, IMAGE_LABEL, MOUNTS_LABEL, NAME_LABEL, UNIFIED_LABEL } from "./convert.ts";
-import { LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
+import { checkRequestLabels, LOG_PATH_LABEL, ROOT_LABEL, SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL, toDockerLabels } from "../labels.ts";
 import { deviceMappings, dockerMountsFor, validateDevices, validateMounts } from "./mounts.ts";
 import { invalidNamePart } from "../naming.ts";
 import { hostResources, validateResources } from "./resources.ts";
@@ -45,6 +45,7 @@ export function validateSpec(spec: ContainerSpec): void {
   if (badName) throw invalidArgument(`container name "${spec.name.slice(0, 80)}" is not a DNS-label-like name: it ${badName}`);
   if (!Number.isSafeInteger(spec.attempt) || spec.attempt < 0) throw invalidArgument(`attempt ${spec.attempt} is invalid`);
   if (!spec.image) throw invalidArgument(`container ${spec.name}: image.image is required`);
+  checkRequestLabels(`container ${spec.name}`, spec.labels, spec.annotations);
   if (spec.logPath) checkLogPath(spec.logPath);
   for (const env of spec.envs) {
     if (!env.key || env.key.includes("=") || env.key.includes("\0")) {

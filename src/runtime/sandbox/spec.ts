@@ -5,6 +5,7 @@
  */
 import { isIP } from "node:net";
 import { invalidArgument } from "../../errors.ts";
+import { checkRequestLabels } from "../labels.ts";
 import type { BandwidthSpec, DnsSpec, PortMappingSpec } from "../../network/plugin.ts";
 import { invalidNamePart } from "../naming.ts";
 import type { NamespaceMode } from "./view.ts";
@@ -53,6 +54,7 @@ const DNS_WORD = /^[^\s]{1,255}$/;
 /** Throws INVALID_ARGUMENT naming the first bad field. */
 export function validateSandboxSpec(spec: SandboxSpec): void {
   const { metadata } = spec;
+  checkRequestLabels("pod sandbox", spec.labels, spec.annotations);
   for (const field of ["name", "namespace", "uid"] as const) {
     const reason = invalidNamePart(metadata[field]);
     if (reason) throw invalidArgument(`pod sandbox metadata.${field} "${clip(metadata[field])}" ${reason}`);

@@ -50,6 +50,7 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
         `--docker-pid-file=${dockerd.pidFile}`,
         `--launcher=${launcher}`,
         `--edits-dir=${editsDir}`,
+        `--registration=${join(work, "oci-layer.json")}`,
         ...extra,
       ],
       { cwd: REPO, encoding: "utf8", timeout: 120_000 },
@@ -64,6 +65,7 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
   t.equal(info.Runtimes?.cridock?.path, launcher, "dockerd lists the runtime after SIGHUP");
   t.equal(readFileSync(dockerd.pidFile, "utf8").trim(), pid, "the same dockerd: reloaded, not restarted");
   t.same(JSON.parse(readFileSync(dockerd.configFile!, "utf8")), { runtimes: { cridock: { path: launcher } } });
+  t.same(JSON.parse(readFileSync(join(work, "oci-layer.json"), "utf8")), { version: 1, launcher, daemonJson: dockerd.configFile, dockerPidFile: dockerd.pidFile, delegate: "runc", editsDir, rootfsDir: "/run/cridock-rootfs" }, "install recorded what it registered, for the server's re-registration");
   t.match(readFileSync(launcher, "utf8"), "DELEGATE='runc'", "the real runtime is dockerd's runc, by name: found where containerd's shim finds it, at each call");
   const status = layer("status");
   t.equal(status.status, 0);
@@ -142,6 +144,7 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
     t.equal(readFileSync(dockerd.pidFile, "utf8").trim(), pid, "the same dockerd");
     t.same(JSON.parse(readFileSync(dockerd.configFile!, "utf8")), { runtimes: {} }, "an empty runtimes stays: without it dockerd's reload keeps the old ones");
     t.notOk(existsSync(launcher), "no container uses the launcher: removed");
+    t.notOk(existsSync(join(work, "oci-layer.json")), "install's record is removed: nothing registers it again");
     t.equal(layer("status").status, 1, "status: not ready");
   });
 });

@@ -39,6 +39,7 @@ function layout(name: string) {
         `--docker-endpoint=unix://${join(dir, "no-docker.sock")}`,
         `--launcher=${join(dir, "state", "oci-runtime")}`,
         `--edits-dir=${join(dir, "state", "oci-edits")}`,
+        `--registration=${join(dir, "state", "oci-layer.json")}`,
         "--runtime=/bin/true",
       ].join(" "),
     },

@@ -90,6 +90,7 @@ t.test("Docker, CNI, pull, log and object series", async (t) => {
     logTotals: () => ({ bytesWritten: 1234, lostEvents: 1, lostBytes: 99 }),
     held: () => ({ logFollowers: { copying: 3, done: 1 }, dockerConnections: { quick: 2, long: 5 } }),
     rootfsSweep: () => ({ released: 4, errors: 2 }),
+    ociLayerReregistrations: () => ({ registered: 2, failed: 1, refused: 0 }),
   });
   const { body, contentType } = await metrics.render();
   t.match(contentType, /text\/plain/);
@@ -115,6 +116,9 @@ t.test("Docker, CNI, pull, log and object series", async (t) => {
   t.equal(sample(body, 'cridock_docker_connections{pool="long"}'), 5);
   t.equal(sample(body, "cridock_oci_rootfs_swept_total"), 4);
   t.equal(sample(body, "cridock_oci_rootfs_sweep_errors_total"), 2);
+  t.equal(sample(body, 'cridock_oci_layer_reregistrations_total{result="registered"}'), 2);
+  t.equal(sample(body, 'cridock_oci_layer_reregistrations_total{result="failed"}'), 1);
+  t.equal(sample(body, 'cridock_oci_layer_reregistrations_total{result="refused"}'), 0);
   for (const line of body.split("\n").filter((l) => l.startsWith("# TYPE "))) {
     const [, , name, type] = line.split(" ");
     t.ok(name!.startsWith("cridock_"), `${name} has the prefix`);

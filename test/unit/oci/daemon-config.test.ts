@@ -29,3 +29,9 @@ t.test("withoutRuntime removes only the runtime, leaving runtimes for dockerd's 
   t.same(JSON.parse(withoutRuntime('{"debug":true,"runtimes":{"cridock":{"path":"/l"}}}', "cridock")!), { debug: true, runtimes: {} });
   t.same(JSON.parse(withoutRuntime('{"runtimes":{"cridock":{"path":"/l"},"nvidia":{"path":"n"}}}', "cridock")!), { runtimes: { nvidia: { path: "n" } } });
 });
+
+t.test("a default-runtime that names the layer is refused: its launcher would run itself", async (t) => {
+  t.throws(() => withRuntime('{"default-runtime":"cridock"}', "cridock", "/l", "/etc/docker/daemon.json"), /\/etc\/docker\/daemon.json makes "cridock" dockerd's default-runtime/);
+  t.same(JSON.parse(withRuntime('{"default-runtime":"runc"}', "cridock", "/l")!), { "default-runtime": "runc", runtimes: { cridock: { path: "/l" } } });
+  t.throws(() => withoutRuntime('{"default-runtime":"cridock","runtimes":{"cridock":{"path":"/l"}}}', "cridock"), /default-runtime/);
+});
