@@ -15,7 +15,7 @@
  * with what cridock left in the edits directory (edits-dir-removal.ts).
  * Both are idempotent.
  */
-import { access, constants, mkdir, readFile, rm } from "node:fs/promises";
+import { access, constants, mkdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
@@ -28,7 +28,7 @@ import { removeEditsDir } from "./edits-dir-removal.ts";
 import { isCommandName } from "./launcher.ts";
 import { inspectLayer, LAYER_RUNTIME } from "./layer.ts";
 import { DEFAULT_RECORD, removeRecord, writeRecord, type LayerRegistration } from "./registration-record.ts";
-import { dockerdPid, ensureLauncher, refuseLayerAsDefault, registerInDaemonJson, reloadDockerd, shows, type ReloadOptions } from "./registration.ts";
+import { dockerdPid, ensureLauncher, readOptional, refuseLayerAsDefault, registerInDaemonJson, reloadDockerd, shows, type ReloadOptions } from "./registration.ts";
 import { describeCause } from "../errors.ts";
 import { selfCommand } from "../self-command.ts";
 
@@ -106,15 +106,6 @@ export async function runOciLayer(argv: string[]): Promise<number> {
     return 1;
   } finally {
     await docker.close();
-  }
-}
-
-async function readOptional(path: string): Promise<string | undefined> {
-  try {
-    return await readFile(path, "utf8");
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw err;
   }
 }
 

@@ -21,7 +21,8 @@ import { replaceFile } from "./replace-file.ts";
 
 type Info = Pick<DockerInfo, "Runtimes" | "DefaultRuntime">;
 
-async function readOptional(path: string): Promise<string | undefined> {
+/** A file's text, or undefined when there is no such file (any other error is thrown). */
+export async function readOptional(path: string): Promise<string | undefined> {
   try {
     return await readFile(path, "utf8");
   } catch (err) {
