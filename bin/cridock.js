@@ -17,6 +17,14 @@ function newest(dir) {
   return latest;
 }
 
+/**
+ * An installed package (under a node_modules folder: npm's global or local
+ * install) is never rebuilt, so its bundle is its code whatever the files'
+ * times say: npm 11 (Node 24 and later) stamps each file with the time it
+ * unpacked it, and the sources, unpacked after the bundle, looked newer.
+ */
+const installed = new URL(".", root).pathname.split("/").includes("node_modules");
+
 function bundleIsCurrent() {
   if (process.env.CRIDOCK_FROM_SOURCE === "1") return false;
   let built;
@@ -25,7 +33,7 @@ function bundleIsCurrent() {
   } catch {
     return false;
   }
-  return built >= newest(new URL("src/", root));
+  return installed || built >= newest(new URL("src/", root));
 }
 
 let main;
