@@ -48,7 +48,9 @@ VM_INITRD_MODULES=(virtio_pci virtio_blk virtio_net ext4)
 # kubelet's systemd cgroup driver talk to, and udev), sshd, the engine
 # cridock's .deb depends on with what it recommends (CNI plugins, socat,
 # iproute2), iptables and conntrack for pod networking, criu (checkpoints),
-# busybox-static, and procps for a look around. No Recommends, as on a
+# busybox-static, and procps for a look around, and libatomic1, which the
+# Node inside cridock's executable links (the .deb depends on it; the guest
+# reaches no Debian mirror to fetch it at install). No Recommends, as on a
 # minimal server, except apparmor, which a Debian 12 install has: its kernel
 # enables AppArmor, and dockerd then starts no container without
 # apparmor_parser to load its docker-default profile. cridock's own .deb
@@ -58,6 +60,7 @@ VM_GUEST_PACKAGES=(
   systemd systemd-sysv dbus openssh-server ca-certificates apparmor
   docker.io containerd runc containernetworking-plugins
   iptables conntrack criu busybox-static iproute2 util-linux socat procps
+  libatomic1
 )
 # Debian 13's docker.io no longer holds the docker command: docker-cli does,
 # which docker.io only recommends.
