@@ -171,7 +171,11 @@ export class ExecService {
     const socket = await this.docker.execStart(execId, { tty: io.tty }); // no signal: see execSync
     const onAbort = () => {
       this.log.info({ execId, container: id }, "exec client went away; killing the command");
-      void this.killExec(execId).finally(() => socket.destroy());
+      // Closed first: nobody reads its output any more, and dockerd, blocked writing into a
+      // connection no one drains, held up its own answers about this exec (the exec inspect
+      // that killExec waits on), and other execs into the container with them.
+      socket.destroy();
+      void this.killExec(execId);
     };
     signal.addEventListener("abort", onAbort, { once: true });
     if (signal.aborted) onAbort();
@@ -313,7 +317,15 @@ function wire(socket: Duplex, io: StreamIO): Promise<void> {
     if (!target || target.destroyed || target.writableEnded) return;
     if (!target.write(data)) {
       socket.pause();
-      target.once("drain", () => socket.resume());
+      // A target destroyed while full never drains: read on (what comes is dropped above), so
+      // Docker's side is never left blocked behind a connection nobody reads.
+      const resume = () => {
+        target.off("drain", resume);
+        target.off("close", resume);
+        socket.resume();
+      };
+      target.once("drain", resume);
+      target.once("close", resume);
     }
   };
   const demuxer = tty ? undefined : new StdStreamDemuxer();
