@@ -42,7 +42,8 @@ function hostileFile(i: number): string {
   const kinds = [
     () => writeFileSync(path, randomBytes(64 + (i % 512)), { mode: 0o600 }),
     () => writeFileSync(path, JSON.stringify({ version: 1, userns: { uids: [{ containerId: 0, hostId: i, length: 65536 }], gids: [], join: false, idmapMounts: [] } }), { mode: 0o600 }),
-    () => writeFileSync(path, '{"version":1,"unified":{"memory.max":"1"}}', { mode: 0o666 }),
+    // Writable by others whatever the umask (writeFile's mode passes through it).
+    () => (writeFileSync(path, '{"version":1,"unified":{"memory.max":"1"}}'), chmodSync(path, 0o666)),
     () => symlinkSync(good, path),
     () => writeFileSync(path, `{"version":1,"unified":{"${"x".repeat(i)}":"1"}}`, { mode: 0o600 }),
     () => writeFileSync(path, "", { mode: 0o600 }),
