@@ -12,7 +12,7 @@ set -euo pipefail
 # shellcheck source=scripts/env/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-# busybox as upstream releases it, for the busybox:1.37.0-1 image. Debian's
+# busybox as upstream releases it, for the busybox:1.37.0-2 image. Debian's
 # busybox reverts upstream's ash change that keeps environment entries whose
 # names are no shell identifiers (envFrom keys such as "data-1") for the
 # commands it runs; the Secrets and ConfigMap "consumable via the

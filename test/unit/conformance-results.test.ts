@@ -1,7 +1,7 @@
 /**
  * scripts/k8s/conformance-results.ts: how a ginkgo JSON report of a Kubernetes
  * e2e suite becomes passed, failed, skipped and not-run specs, and the
- * conformance image catalog's names (manifest.go at v1.36.3).
+ * conformance image catalog's names (manifest.go at v1.37.2).
  */
 import t from "tap";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -63,11 +63,11 @@ t.test("the conformance images carry manifest.go's names, agnhost under both ver
   });
   const tags = catalog.flatMap((spec) => spec.tags);
   for (const name of [
-    "registry.k8s.io/e2e-test-images/agnhost:2.63.0",
+    "registry.k8s.io/e2e-test-images/agnhost:2.66.1",
     "registry.k8s.io/e2e-test-images/agnhost:2.55",
-    "registry.k8s.io/e2e-test-images/busybox:1.37.0-1",
-    "registry.k8s.io/e2e-test-images/nginx:1.15-4",
-    "registry.k8s.io/e2e-test-images/nginx:1.27-0",
+    "registry.k8s.io/e2e-test-images/busybox:1.37.0-2",
+    "registry.k8s.io/e2e-test-images/nginx:1.27.0-2",
+    "registry.k8s.io/e2e-test-images/nginx:1.28.0-2",
     "registry.k8s.io/e2e-test-images/nonewprivs:1.4",
     "registry.k8s.io/e2e-test-images/nonroot:1.5",
     "registry.k8s.io/e2e-test-images/kitten:1.8",
@@ -122,7 +122,7 @@ t.test("the busybox image is upstream's busybox, its shell too; agnhost has nmet
   // The busybox image: the given busybox, with sh (the specs' `sh -c env`
   // and "/bin/sh: can't create /file") and nmeter among its applets, as in
   // the official image; no other shell and no stand-in nmeter.
-  const image = contents("busybox:1.37.0-1");
+  const image = contents("busybox:1.37.0-2");
   const byPath = new Map(image.map((e) => [e.path.replace(/^\//, ""), e]));
   t.same(byPath.get("bin/busybox"), { kind: "file", path: "/bin/busybox", content: Buffer.from(STAND_IN_BUSYBOX), mode: 0o755 });
   for (const applet of ["bin/sh", "bin/nmeter", "bin/pgrep", "usr/bin/nmeter"]) {
@@ -134,7 +134,7 @@ t.test("the busybox image is upstream's busybox, its shell too; agnhost has nmet
 
   // agnhost: upstream's is alpine, whose busybox has nmeter (the container
   // lifecycle specs stamp their logs with it); here a stand-in over coreutils' date.
-  for (const tag of ["agnhost:2.63.0", "agnhost:2.55"]) {
+  for (const tag of ["agnhost:2.66.1", "agnhost:2.55"]) {
     const paths = new Set(contents(tag).map((e) => e.path.replace(/^\//, "")));
     t.ok(paths.has("bin/nmeter"), `${tag} has /bin/nmeter`);
     t.ok(paths.has("usr/libexec/nmeter/date"), `${tag} has the date nmeter runs`);

@@ -13,7 +13,7 @@
  * is that binary with its libraries.
  *
  * Every image gets a label of its own: agnhost 2.55 must have an id other
- * than 2.63.0's (the rollout specs tell the two apart by it), and so must
+ * than 2.66.1's (the rollout specs tell the two apart by it), and so must
  * any two names the suites treat as different images. `invalid.registry.k8s.io`
  * is never served (its spec expects the pull to fail), nor are images pinned
  * by digest (no rebuild reproduces their manifest digest).
@@ -239,16 +239,16 @@ export function conformanceCatalog(inputs: ConformanceImageInputs): ImageSpec[] 
     return { ...image, config: labelled(image.config, `nginx:${tag}`), registryOnly: true };
   };
   return [
-    { tags: [`${E2E}/agnhost:2.63.0`], contents: () => agnhostEntries(inputs), config: labelled(AGNHOST_CONFIG, "agnhost:2.63.0"), registryOnly: true },
+    { tags: [`${E2E}/agnhost:2.66.1`], contents: () => agnhostEntries(inputs), config: labelled(AGNHOST_CONFIG, "agnhost:2.66.1"), registryOnly: true },
     { tags: [`${E2E}/agnhost:2.55`], contents: () => agnhostEntries(inputs), config: labelled(AGNHOST_CONFIG, "agnhost:2.55"), registryOnly: true },
     {
-      tags: [`${E2E}/busybox:1.37.0-1`],
+      tags: [`${E2E}/busybox:1.37.0-2`],
       contents: () => busyboxImageEntries(inputs.upstreamBusybox),
-      config: labelled({ Cmd: ["sh"], Env: [PATH_ENV] }, "busybox:1.37.0-1"),
+      config: labelled({ Cmd: ["sh"], Env: [PATH_ENV] }, "busybox:1.37.0-2"),
       registryOnly: true,
     },
-    nginx("1.15-4"),
-    nginx("1.27-0"),
+    nginx("1.27.0-2"),
+    nginx("1.28.0-2"),
     {
       // nnp prints its effective uid; setuid root, so no_new_privs is what keeps it the caller's.
       tags: [`${E2E}/nonewprivs:1.4`],
@@ -266,12 +266,12 @@ export function conformanceCatalog(inputs: ConformanceImageInputs): ImageSpec[] 
     pictureImage(inputs, "nautilus", "1.8"),
     {
       // debian with dnsutils (glibc's resolver, not busybox's) and /coredns.
-      tags: [`${E2E}/glibc-dns-testing:2.0.0`],
+      tags: [`${E2E}/glibc-dns-testing:2.1.1`],
       contents: () => [
         ...shellWith(inputs, ["/usr/bin/dig", "/usr/bin/nslookup", "/usr/bin/getent"]),
         executable("/coredns", join(inputs.corednsBinDir, "coredns")),
       ],
-      config: labelled({ Cmd: ["sh"], Env: [PATH_ENV] }, "glibc-dns-testing:2.0.0"),
+      config: labelled({ Cmd: ["sh"], Env: [PATH_ENV] }, "glibc-dns-testing:2.1.1"),
       registryOnly: true,
     },
     {
