@@ -145,14 +145,15 @@ run_node() {
   trap 'node_suite_down' EXIT
   start_node_dockerd
   start_node_cridock
-  local path kubelet_bin
+  local path
   path="$(node_suite_path "$dir/path")"
-  kubelet_bin="$(node_kubelet_bin_dir "$dir/kubelet-bin")"
+  # Beside the test binary (run_ginkgo links it into $dir/work): e2e_node.test looks for
+  # kubelet in its own directory (its --k8s-bin-dir went in Kubernetes 1.37).
+  node_kubelet_bin_dir "$dir/work" >/dev/null
   write_node_kubelet_config "$dir/kubelet-base-config.yaml"
   # --system-cgroups= : kubelet would otherwise move every process in the
   # host's root cgroup into /system, which is not its to do on a shared host.
   (PATH="$path" run_ginkgo "$dir" "$KUBERNETES_TEST_BIN_DIR/e2e_node.test" "${#ginkgo_args[@]}" "${ginkgo_args[@]}" \
-    --k8s-bin-dir="$kubelet_bin" \
     --container-runtime-endpoint="unix://$NODE_SUITE_CRI_SOCKET" \
     --container-runtime-process-name=dockerd \
     --container-runtime-pid-file="$NODE_SUITE_RUN_DIR/dockerd.pid" \
@@ -167,7 +168,7 @@ run_node() {
     unmount_beneath "$NODE_SUITE_KUBELET_ROOT"
     rm -rf "$NODE_SUITE_KUBELET_ROOT"
   fi
-  rm -rf "$dir/path" "$dir/work" "$dir/kubelet-bin"
+  rm -rf "$dir/path" "$dir/work"
   return "$status"
 }
 

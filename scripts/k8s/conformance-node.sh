@@ -71,7 +71,7 @@ in_cgroup_command() {
   echo "$(declare -f node_cgroup_dirs in_cgroup); in_cgroup $1 \"\$@\""
 }
 
-# node_kubelet_bin_dir DIR: DIR as the suite's --k8s-bin-dir, whose kubelet
+# node_kubelet_bin_dir DIR: DIR as the directory e2e_node.test takes kubelet from (its own), whose kubelet
 # starts in /kubelet, the suite's KubeletCgroups (services/kubelet.go without
 # systemd). kubelet would move itself there, but it first compares its pid
 # namespace with PID 1's, which this host does not let it read ("Failed to

@@ -5,8 +5,12 @@
  * of which glibc kept 10 MB or more (src/docker/undici-pool.ts). Here a
  * fake dockerd on a unix socket answers a few hundred requests; the old
  * client raised the process's peak RSS by 38–42 MB within the wait below,
- * this one by 2–5 MB. The check is on memory, not time: a slow machine can
- * only make the old client look better, never fail the new one.
+ * this one by 2–5 MB on Node 20. On Node 26 (undici 8) the same requests
+ * raise it by 15–16 MB on a quiet machine and up to 22 MB on a loaded one
+ * with no tier-up at all (Node's and undici's own buffers), and a tier-up
+ * adds its 35 MB or more on top: the bound is 30 MB. The check is on memory,
+ * not time: a slow machine can only make the old client look better, never
+ * fail the new one.
  */
 import t from "tap";
 import { createServer } from "node:http";
@@ -41,5 +45,5 @@ t.test("a few hundred Docker requests do not tier up llhttp", async (t) => {
   // Time for a background recompilation to run, were one started.
   await new Promise((resolve) => setTimeout(resolve, 2000));
   const grown = (await peakRssMb()) - before;
-  t.ok(grown < 20, `peak RSS grew by ${grown.toFixed(1)} MB (optimizing llhttp took 35 MB or more)`);
+  t.ok(grown < 30, `peak RSS grew by ${grown.toFixed(1)} MB (optimizing llhttp took 35 MB or more on top)`);
 });
