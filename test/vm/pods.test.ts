@@ -281,6 +281,24 @@ function output(r: RunResult): string {
 }
 
 /**
+ * The processes whose mount namespace lists a mount of the layer, as
+ * "pid command", after waiting up to TIMEOUTMS for there to be none. A
+ * create in flight holds its own namespace's mounts for its few seconds:
+ * the broken container of the userns pod is one kubelet keeps creating, so
+ * a single look can land inside one of its attempts. A mount left behind
+ * outlives every attempt, and stays in the list this returns.
+ */
+async function layerMountHoldersAfter(vm: VmNode, timeoutMs: number): Promise<string[]> {
+  const list = "for m in /proc/[0-9]*/mountinfo; do grep -q cridock-rootfs $m 2>/dev/null && p=${m#/proc/} && p=${p%/mountinfo} && echo \"$p $(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; done; true";
+  let holders: string[] = [];
+  const clear = await waitFor(async () => {
+    holders = (await vm.run(list)).trim().split("\n").filter(Boolean);
+    return holders.length === 0 ? true : undefined;
+  }, timeoutMs, 1000);
+  return clear ? [] : holders;
+}
+
+/**
  * The first container id a crictl listing printed, or undefined (the next
  * poll then asks again) when it printed none or the call failed: waiting
  * for a container is these polls' subject, and a loaded CI run's starved
@@ -726,7 +744,7 @@ if (!existsSync(KUBELET)) {
       return Number(r.stdout.trim()) > 0 ? true : undefined;
     }, 180_000, 5000);
     t.ok(failed, "kubelet tried to start the broken container, and its create failed");
-    t.equal((await vm.run("cat /proc/[0-9]*/mountinfo 2>/dev/null | grep -c cridock-rootfs || true")).trim(), "0", "a failed create leaves no mount of the layer in any namespace");
+    t.same(await layerMountHoldersAfter(vm, 120_000), [], "a failed create leaves no mount of the layer in any namespace");
 
     // oci-edit killed with -9 in the middle of a create: the app container stopped, kubelet creates it again.
     const killer = vm.ssh(
@@ -745,7 +763,7 @@ if (!existsSync(KUBELET)) {
       5000,
     );
     t.ok(again, "kubelet started the container again after the killed create");
-    t.equal((await vm.run("cat /proc/[0-9]*/mountinfo 2>/dev/null | grep -c cridock-rootfs || true")).trim(), "0", "the killed create left no mount of the layer in any namespace");
+    t.same(await layerMountHoldersAfter(vm, 120_000), [], "the killed create left no mount of the layer in any namespace");
     const running = new Set((await vm.run("docker ps -q --no-trunc")).trim().split("\n"));
     const leftovers = (await vm.run("ls -A /run/cridock-rootfs")).trim().split("\n").filter((n) => n && !running.has(n));
     t.comment(`directories of containers that do not run: ${leftovers.length} (the runtime's cleanup delete removes them; the sweep takes what it missed after 15 minutes)`);
