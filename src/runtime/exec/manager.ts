@@ -169,13 +169,14 @@ export class ExecService {
   async exec(id: string, cmd: string[], io: StreamIO, signal: AbortSignal): Promise<number> {
     const { execId } = await this.createExec(id, cmd, { stdin: io.stdin !== undefined, tty: io.tty });
     const socket = await this.docker.execStart(execId, { tty: io.tty }); // no signal: see execSync
+    let killed: Promise<void> | undefined;
     const onAbort = () => {
       this.log.info({ execId, container: id }, "exec client went away; killing the command");
       // Closed first: nobody reads its output any more, and dockerd, blocked writing into a
       // connection no one drains, held up its own answers about this exec (the exec inspect
       // that killExec waits on), and other execs into the container with them.
       socket.destroy();
-      void this.killExec(execId);
+      killed = this.killExec(execId);
     };
     signal.addEventListener("abort", onAbort, { once: true });
     if (signal.aborted) onAbort();
@@ -186,7 +187,12 @@ export class ExecService {
       signal.removeEventListener("abort", onAbort);
       socket.destroy();
     }
-    if (signal.aborted) throw new CridockError("CANCELLED", `exec in container ${id} cancelled by the client`);
+    if (signal.aborted) {
+      // The session ends only once the command is dead: a server stopping waits on its
+      // sessions, and must not exit while the kill is still on its way.
+      await killed;
+      throw new CridockError("CANCELLED", `exec in container ${id} cancelled by the client`);
+    }
     return this.exitCode(execId);
   }
 
