@@ -17,18 +17,15 @@
  *   removes the launcher once no container uses it.
  */
 import t from "tap";
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { privateDockerd } from "../../helpers/private-dockerd.ts";
+import { ociLayerCommand, ociLayerPaths } from "../../helpers/oci-layer-command.ts";
 import { BUSYBOX_IMAGE } from "../../helpers/env.ts";
 import { DockerClient } from "../../../src/docker/client.ts";
 import { createLogger } from "../../../src/log.ts";
 import { SpecEditsStore } from "../../../src/oci/edits-store.ts";
-
-const REPO = resolve(import.meta.dirname, "../../..");
-const TSX = join(REPO, "node_modules/.bin/tsx");
 
 t.test("the OCI runtime layer on a real dockerd: registered without a restart, a pass-through, its edits in force, fail closed, removed", async (t) => {
   const dockerd = await privateDockerd({ bridge: "cridock-oci0", configFile: true });
@@ -36,25 +33,8 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
   await dockerd.start();
   const work = mkdtempSync(join(tmpdir(), "cridock-oci-"));
   t.teardown(() => rmSync(work, { recursive: true, force: true }));
-  const launcher = join(work, "oci-runtime");
-  const editsDir = join(work, "edits");
-  const layer = (action: string, ...extra: string[]) =>
-    spawnSync(
-      TSX,
-      [
-        "src/main.ts",
-        "oci-layer",
-        action,
-        `--docker-endpoint=${dockerd.endpoint}`,
-        `--daemon-json=${dockerd.configFile}`,
-        `--docker-pid-file=${dockerd.pidFile}`,
-        `--launcher=${launcher}`,
-        `--edits-dir=${editsDir}`,
-        `--registration=${join(work, "oci-layer.json")}`,
-        ...extra,
-      ],
-      { cwd: REPO, encoding: "utf8", timeout: 120_000 },
-    );
+  const { launcher, editsDir, rootfsDir } = ociLayerPaths(work);
+  const layer = ociLayerCommand(dockerd, work);
   const docker = new DockerClient({ endpoint: dockerd.endpoint, requestTimeoutMs: 120_000, logger: createLogger("error") });
   t.teardown(() => docker.close());
   const pid = readFileSync(dockerd.pidFile, "utf8").trim();
@@ -65,7 +45,7 @@ t.test("the OCI runtime layer on a real dockerd: registered without a restart, a
   t.equal(info.Runtimes?.cridock?.path, launcher, "dockerd lists the runtime after SIGHUP");
   t.equal(readFileSync(dockerd.pidFile, "utf8").trim(), pid, "the same dockerd: reloaded, not restarted");
   t.same(JSON.parse(readFileSync(dockerd.configFile!, "utf8")), { runtimes: { cridock: { path: launcher } } });
-  t.same(JSON.parse(readFileSync(join(work, "oci-layer.json"), "utf8")), { version: 1, launcher, daemonJson: dockerd.configFile, dockerPidFile: dockerd.pidFile, delegate: "runc", editsDir, rootfsDir: "/run/cridock-rootfs" }, "install recorded what it registered, for the server's re-registration");
+  t.same(JSON.parse(readFileSync(join(work, "oci-layer.json"), "utf8")), { version: 1, launcher, daemonJson: dockerd.configFile, dockerPidFile: dockerd.pidFile, delegate: "runc", editsDir, rootfsDir }, "install recorded what it registered, for the server's re-registration");
   t.match(readFileSync(launcher, "utf8"), "DELEGATE='runc'", "the real runtime is dockerd's runc, by name: found where containerd's shim finds it, at each call");
   const status = layer("status");
   t.equal(status.status, 0);

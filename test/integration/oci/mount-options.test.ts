@@ -23,12 +23,12 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlink
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { privateDockerd } from "../../helpers/private-dockerd.ts";
+import { ociLayerCommand, ociLayerPaths } from "../../helpers/oci-layer-command.ts";
 import { startCridockProcess } from "../../helpers/cridock-process.ts";
 import { grpcStatus } from "../../helpers/cri-client.ts";
 import { BUSYBOX_IMAGE, PAUSE_IMAGE, TEST_DOCKER_SOCKET } from "../../helpers/env.ts";
 
 const REPO = resolve(import.meta.dirname, "../../..");
-const TSX = join(REPO, "node_modules/.bin/tsx");
 
 /**
  * The dockerd binary of the engine under test, for a daemon of the test's
@@ -52,24 +52,8 @@ t.test("bind mount options through the OCI layer: refused without it, in force w
   await dockerd.start();
   const work = mkdtempSync(join(tmpdir(), "cridock-mount-options-"));
   t.teardown(() => rmSync(work, { recursive: true, force: true }));
-  const launcher = join(work, "oci-runtime");
-  const editsDir = join(work, "edits");
-  const layer = (action: string) =>
-    spawnSync(
-      TSX,
-      [
-        "src/main.ts",
-        "oci-layer",
-        action,
-        `--docker-endpoint=${dockerd.endpoint}`,
-        `--daemon-json=${dockerd.configFile}`,
-        `--docker-pid-file=${dockerd.pidFile}`,
-        `--launcher=${launcher}`,
-        `--edits-dir=${editsDir}`,
-        `--rootfs-dir=${join(work, "rootfs")}`,
-      ],
-      { cwd: REPO, encoding: "utf8", timeout: 120_000 },
-    );
+  const { editsDir } = ociLayerPaths(work);
+  const layer = ociLayerCommand(dockerd, work);
   const flags = [`--docker-endpoint=${dockerd.endpoint}`, "--network-plugin=no-op", `--pod-infra-container-image=${PAUSE_IMAGE}`];
   const cridock = await startCridockProcess({ flags });
   t.teardown(() => cridock.stop());
