@@ -18,7 +18,9 @@ source "$CRIDOCK_REPO_ROOT/scripts/env/versions.env"
 # the one CRIDOCK_KUBERNETES_VERSION names (the previous-release lane, the
 # next release's). With it, the etcd and CoreDNS that kubeadm of that minor
 # deploys (its constants.DefaultEtcdVersion and CoreDNSVersion) and the pause
-# image it expects (constants.PauseVersion).
+# image it expects (constants.PauseVersion). KUBERNETES_CURRENT_VERSION
+# stays the pinned current release whichever one this process builds or runs.
+KUBERNETES_CURRENT_VERSION="$KUBERNETES_VERSION"
 KUBERNETES_VERSION="${CRIDOCK_KUBERNETES_VERSION:-${CRIDOCK_KUBELET_VERSION:-$KUBERNETES_VERSION}}"
 KUBELET_VERSION="$KUBERNETES_VERSION"
 kubernetes_minor_key="$(sed -n 's/^v1\.\([0-9]*\)\..*$/1_\1/p' <<<"$KUBERNETES_VERSION")"

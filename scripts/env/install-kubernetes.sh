@@ -5,8 +5,8 @@
 #   kubernetes/$KUBERNETES_VERSION/bin/  kubeadm kube-apiserver kube-controller-manager
 #                                        kube-scheduler kube-proxy kubectl kubelet etcd
 #   coredns/$COREDNS_VERSION/bin/coredns
-#   bin/kubelet                          a link to the kubelet above (where the e2e
-#                                        suite and the kubelet bench look for it)
+#   bin/kubelet                          a link to the current release's kubelet
+#                                        (a developer's kubelet at hand; no suite reads it)
 #
 # k8s.io/kubernetes is not meant to be required as a module: its go.mod
 # replaces every k8s.io staging module with a directory of its own repo
@@ -15,13 +15,21 @@
 # modules with the published module at the matching v0.x.y makes `go build`
 # of its commands work with Go's default settings. All seven commands and etcd
 # (go.etcd.io/etcd/server/v3, whose version k8s.io/kubernetes' own go.mod
-# pins) build in ONE `go build` so each shared package compiles once. The
+# pins) build in ONE `go build` so each shared package compiles once. etcd
+# must be the one kubeadm of that minor deploys (ETCD_VERSION): when the
+# module graph holds another (v1.38.0-beta.0 requires etcd v3.7.3 while its
+# kubeadm deploys 3.7.1-0), etcd builds at kubeadm's version in a scratch
+# module of its own, as CoreDNS does. The
 # version ldflags are those of upstream's hack/lib/version.sh: kubeadm reads
 # `kubelet --version`, and clients show the server's version from them.
 #
 # CoreDNS is its own module (github.com/coredns/coredns at a tag, no
 # replaces), built in a scratch module of its own so its dependency versions
 # never move the Kubernetes graph.
+#
+# Each version has a lock of its own (kubernetes-VERSION, and
+# coredns-VERSION): a build of the next release's half hour never holds up a
+# suite that wants the current or the previous release's binaries in place.
 #
 # Usage: install-kubernetes.sh [--with-tests]
 #   build what is missing (quiet when nothing is); --with-tests also builds
@@ -37,7 +45,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/kubernetes-module.sh"
 COMMANDS=(kubeadm kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl kubelet)
 ETCD_PACKAGE="go.etcd.io/etcd/server/v3"
 COREDNS_MODULE="github.com/coredns/coredns"
-BUILD_LOG="$ENV_LOG_DIR/kubernetes-build.log"
+# One per version: two versions may build at once.
+BUILD_LOG="$ENV_LOG_DIR/kubernetes-$KUBERNETES_VERSION-build.log"
 
 # kubernetes_complete: every binary there and the stamp written after them.
 kubernetes_complete() {
@@ -53,7 +62,7 @@ coredns_complete() {
 }
 
 build_kubernetes() {
-  local go="$1" scratch packages=() name started
+  local go="$1" scratch packages=() name started graph_etcd
   scratch="$(mktemp -d /tmp/cridock-kubernetes.XXXXXX)"
   # shellcheck disable=SC2064  # expand now: the trap must remove this very directory
   trap "rm -rf '$scratch'" EXIT
@@ -61,18 +70,26 @@ build_kubernetes() {
   started="$SECONDS"
   write_kubernetes_module "$go" "$scratch"
   for name in "${COMMANDS[@]}"; do packages+=("$MODULE/cmd/$name"); done
-  packages+=("$ETCD_PACKAGE")
   mkdir -p "$scratch/out"
+  (cd "$scratch" && "$go" mod tidy) </dev/null >>"$BUILD_LOG" 2>&1 || die "go mod tidy of the Kubernetes build module failed; see $BUILD_LOG"
+  graph_etcd="$(cd "$scratch" && "$go" list -m -f '{{.Version}}' "$ETCD_PACKAGE")" ||
+    die "the Kubernetes build module holds no $ETCD_PACKAGE"
+  # etcd's version must be the one kubeadm deploys (constants.DefaultEtcdVersion, "3.7.0-0" in 1.37).
+  if [[ "$graph_etcd" == "v${ETCD_VERSION%-*}" ]]; then
+    packages+=("$ETCD_PACKAGE")
+  else
+    log "the module graph holds etcd $graph_etcd, kubeadm $KUBERNETES_VERSION deploys ${ETCD_VERSION%-*}: etcd builds on its own"
+  fi
   (
     cd "$scratch"
-    "$go" mod tidy
-    # etcd's version must be the one kubeadm deploys (constants.DefaultEtcdVersion, "3.6.8-0").
-    "$go" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3 | grep -qx "v${ETCD_VERSION%-*}" ||
-      { echo "the module graph holds etcd server $("$go" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3), not v${ETCD_VERSION%-*}"; exit 1; }
     CGO_ENABLED=0 "$go" build -trimpath -tags providerless -ldflags "$(version_ldflags)" -o "$scratch/out/" "${packages[@]}"
   ) </dev/null >>"$BUILD_LOG" 2>&1 || die "building Kubernetes failed; see $BUILD_LOG"
-  # A main package whose path ends in a major version (…/server/v3) is named after the element before it.
-  mv "$scratch/out/server" "$scratch/out/etcd"
+  if [[ "$graph_etcd" == "v${ETCD_VERSION%-*}" ]]; then
+    # A main package whose path ends in a major version (…/server/v3) is named after the element before it.
+    mv "$scratch/out/server" "$scratch/out/etcd"
+  else
+    build_etcd "$go" "$scratch/out/etcd"
+  fi
   "$scratch/out/kubelet" --version | grep -qx "Kubernetes $KUBERNETES_VERSION" ||
     die "the built kubelet reports '$("$scratch/out/kubelet" --version)', not $KUBERNETES_VERSION"
   # The output is taken whole before it is searched: grep -q leaves at its
@@ -91,6 +108,31 @@ build_kubernetes() {
   rm -rf "$scratch"
   trap - EXIT
   log "installed Kubernetes $KUBERNETES_VERSION and etcd in $KUBERNETES_BIN_DIR ($((SECONDS - started)) s)"
+}
+
+# build_etcd GO OUT: etcd's server at kubeadm's version (ETCD_VERSION), in a
+# scratch module that requires it alone (etcd's own go.mod replaces its
+# sibling modules with directories, which a dependent does not see: it
+# takes the versions that go.mod requires, as k8s.io/kubernetes does).
+build_etcd() {
+  local go="$1" out="$2" version="v${ETCD_VERSION%-*}" gomod dir
+  dir="$(mktemp -d /tmp/cridock-etcd.XXXXXX)"
+  gomod="$(go_mod_file "$go" "$ETCD_PACKAGE@$version")"
+  [[ -n "$gomod" && -f "$gomod" ]] || die "go mod download $ETCD_PACKAGE@$version gave no go.mod"
+  {
+    echo "module cridock.local/etcd-build"
+    echo
+    sed -n 's/^go \(.*\)$/go \1/p' "$gomod" | head -n 1
+    echo
+    echo "require $ETCD_PACKAGE $version"
+  } >"$dir/go.mod"
+  printf 'package main\n\nimport _ "%s/etcdmain"\n\nfunc main() {}\n' "$ETCD_PACKAGE" >"$dir/main.go"
+  (
+    cd "$dir"
+    "$go" mod tidy
+    CGO_ENABLED=0 "$go" build -trimpath -ldflags "-s -w" -o "$out" "$ETCD_PACKAGE"
+  ) </dev/null >>"$BUILD_LOG" 2>&1 || { rm -rf "$dir"; die "building etcd $version failed; see $BUILD_LOG"; }
+  rm -rf "$dir"
 }
 
 build_coredns() {
@@ -127,9 +169,11 @@ build_coredns() {
   log "installed CoreDNS $COREDNS_VERSION in $COREDNS_BIN_DIR ($((SECONDS - started)) s)"
 }
 
-# The e2e suite and the kubelet bench run $CRIDOCK_TOOLS_DIR/bin/kubelet.
+# $CRIDOCK_TOOLS_DIR/bin/kubelet, beside crictl: the current release's
+# kubelet, never the one a lane of another release builds.
 link_kubelet() {
   local link="$CRIDOCK_TOOLS_DIR/bin/kubelet"
+  [[ "$KUBERNETES_VERSION" == "$KUBERNETES_CURRENT_VERSION" ]] || return 0
   mkdir -p "$CRIDOCK_TOOLS_DIR/bin"
   [[ "$(readlink "$link" 2>/dev/null)" == "$KUBERNETES_BIN_DIR/kubelet" ]] && return 0
   ln -sfn "$KUBERNETES_BIN_DIR/kubelet" "$link"
@@ -144,13 +188,15 @@ main() {
   esac
   (($# == 0)) || die "usage: install-kubernetes.sh [--with-tests]"
   mkdir -p "$ENV_LOG_DIR"
-  tool_lock kubernetes
+  tool_lock "kubernetes-$KUBERNETES_VERSION"
   local go=""
   if ! kubernetes_complete; then
     go="$(find_go "Kubernetes $KUBERNETES_VERSION")"
     build_kubernetes "$go"
   fi
   link_kubelet
+  # Two minors may deploy the same CoreDNS.
+  tool_lock "coredns-$COREDNS_VERSION"
   if ! coredns_complete; then
     [[ -n "$go" ]] || go="$(find_go "CoreDNS $COREDNS_VERSION")"
     build_coredns "$go"

@@ -108,14 +108,21 @@ vm_step_begins() {
 # REASON"), and that line goes into the failure's message. Uses node_env
 # (run_vm_chain's).
 run_vm_node() {
-  local node="$1" files="$2" boot_status=0 deb="" boot_err="$RESULTS_DIR/vm-$1-boot.err" why=""
+  local node="$1" files="$2" boot_status=0 kubelet_status=0 deb="" boot_err="$RESULTS_DIR/vm-$1-boot.err" why=""
   echo "# ---- vm@$node (the cgroup v2 node: ${node_env[*]})"
   env "${node_env[@]}" bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" image >/dev/null
   stderr_kept "$boot_err" env "${node_env[@]}" bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" start "$node" </dev/null &
   local boot_pid=$!
   build_deb && deb="$BUILT_DEB"
-  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh" >/dev/null
+  # A kubelet that cannot be built is this step's failure, not the run's end
+  # (set -e would leave the VM booting with nobody to stop it).
+  bash "$CRIDOCK_REPO_ROOT/scripts/env/install-kubelet.sh" >/dev/null || kubelet_status=$?
   wait "$boot_pid" || boot_status=$?
+  if ((kubelet_status != 0)); then
+    SUMMARY_ARGS+=(--failed "vm@$node=kubelet $KUBERNETES_VERSION could not be built (install-kubelet.sh: exit $kubelet_status; log: $ENV_LOG_DIR/kubernetes-$KUBERNETES_VERSION-build.log)")
+    bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" stop "$node" </dev/null || true
+    return 0
+  fi
   if [[ -z "$deb" || ! -f "$deb" ]] || ((boot_status != 0)); then
     ((boot_status == 0)) || why="$(last_line "$boot_err")"
     SUMMARY_ARGS+=(--failed "vm@$node=the .deb's build or the node's boot failed (boot: exit $boot_status${why:+, \"$why\"}; log: $ENV_LOG_DIR/vm-$node-console.log)")
