@@ -6,8 +6,12 @@
  * --cpu-prof (e.g. scripts/bench/kubelet-pods.ts, which prints its phases on
  * the profile's clock for --from and --to). For the bundle's parts, build it
  * with its source map first: `CRIDOCK_BUNDLE_SOURCEMAP=1 npm run build`.
+ * A profile of the executable (binary.ts --node-option=--cpu-prof, with
+ * CRIDOCK_BUNDLE_SOURCEMAP=1 for its map beside it) names its script by
+ * the path it was built at, ending in cridock.cjs: give --map
+ * EXECUTABLE.map --bundle-name cridock.cjs.
  *
- *   npx tsx scripts/bench/cpu-profile-report.ts PROFILE [--map dist/cridock.js.map] [--from µs] [--to µs] [--top 15]
+ *   npx tsx scripts/bench/cpu-profile-report.ts PROFILE [--map dist/cridock.js.map] [--bundle-name cridock.js] [--from µs] [--to µs] [--top 15]
  */
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -17,13 +21,14 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
     map: { type: "string" },
+    "bundle-name": { type: "string" },
     from: { type: "string" },
     to: { type: "string" },
     top: { type: "string", default: "15" },
   },
 });
 if (positionals.length !== 1) {
-  console.error("usage: cpu-profile-report.ts PROFILE [--map FILE] [--from µs] [--to µs] [--top N]");
+  console.error("usage: cpu-profile-report.ts PROFILE [--map FILE] [--bundle-name NAME] [--from µs] [--to µs] [--top N]");
   process.exit(2);
 }
 
@@ -41,7 +46,7 @@ if (mapFile && !values.map && existsSync("dist/cridock.js") && statSync("dist/cr
 const profile = JSON.parse(readFileSync(positionals[0]!, "utf8")) as CpuProfile;
 const map = mapFile ? (JSON.parse(readFileSync(mapFile, "utf8")) as SourceMap) : undefined;
 const top = Number(values.top);
-const summary = summarize(profile, { from: micros("from", values.from), to: micros("to", values.to), map });
+const summary = summarize(profile, { from: micros("from", values.from), to: micros("to", values.to), map, bundleName: values["bundle-name"] });
 
 const busy = summary.windowMicros - summary.idleMicros;
 const ms = (us: number) => (us / 1000).toFixed(0).padStart(7);

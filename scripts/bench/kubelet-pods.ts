@@ -62,9 +62,11 @@
  * --heapsnapshot-signal); each stalls cridock a second or more, so the
  * timings of such a run mean nothing.
  *
- * --compare-executable <path> (repeatable) adds an arm that runs a
+ * --compare-executable [name=]<path> (repeatable) adds an arm that runs a
  * self-contained executable of cridock (scripts/build/binary.ts; another
- * tree's, e.g. before and after a change of its Node), and --compare-deno
+ * tree's, e.g. before and after a change of its Node, or one built with
+ * other start options, binary.ts --v8-option), named `name` in the tables
+ * when given, and --compare-deno
  * one that runs this tree's cridock on Deno (node_modules/.bin/deno, with
  * cridock-process.ts's DENO_V8_FLAGS). --no-tree leaves out this tree's
  * own arm (the sources or bundle on the Node running the benchmark), for a
@@ -72,17 +74,28 @@
  * burst is then skipped too. Each cridock arm is set against each
  * non-cridock arm in the ratio tables.
  *
+ * The recorded run (CRIDOCK_RECORD_RESULTS, lib/results.ts) is one table
+ * (lib/pods-table.ts): a row per figure, a column per arm and a ratio
+ * column for each cridock arm over each other runtime (in a run of cridock
+ * arms alone, over the first arm). Its note says what ran beside the run
+ * (the load average at each arm's start and end, and any VM, a
+ * qemu-system process, seen meanwhile) and adds --note's text; its command
+ * names paths outside this tree by their last part only.
+ *
  *   npx tsx scripts/bench/kubelet-pods.ts [--pods 30] [--modes generic,evented] [--rounds 1] [--steady <seconds>]
  *                                         [--compare <other tree's bin/cridock.js> [--compare-metrics]] [--compare-cri-dockerd <binary>]
- *                                         [--compare-executable <path>]... [--compare-deno] [--no-tree]
+ *                                         [--compare-executable [name=]<path>]... [--compare-deno] [--no-tree]
  *                                         [--compare-containerd <dir>]
  *                                         [--cpu-prof <dir>] [--heap-snapshots <dir>] [--settle <seconds>] [--cridock-env KEY=VALUE]
+ *                                         [--note <text>]
  *
  * Needs what the e2e suite needs (root, scripts/env/setup.sh, scripts/env/install-kubelet.sh).
  */
+import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { dirname } from "node:path";
+import { loadavg } from "node:os";
+import { basename, dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { KubeletEnv, sleep } from "../../test/e2e/harness/kubelet-env.ts";
 import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../../test/helpers/env.ts";
@@ -91,6 +104,8 @@ import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { parseExposition } from "../../test/helpers/metrics-scrape.ts";
 import { formatThreadCpu, residentSplit, rssMb, threadCpuDelta, threadCpuSeconds, treeCpuSeconds, type ResidentSplit } from "./lib/proc-usage.ts";
 import { commandLine, recordResult } from "./lib/results.ts";
+import { podsTable, type ArmFigures } from "./lib/pods-table.ts";
+import { REPO_ROOT } from "../../test/helpers/cridock-process.ts";
 
 const { values } = parseArgs({
   options: {
@@ -109,6 +124,7 @@ const { values } = parseArgs({
     settle: { type: "string", default: "0" },
     steady: { type: "string", default: "0" },
     "cridock-env": { type: "string", multiple: true, default: [] },
+    note: { type: "string" },
   },
 });
 const PODS = Number(values.pods);
@@ -270,6 +286,8 @@ interface SteadyResult {
   summaryMs: number;
   listContainersMs: number;
   listSandboxesMs: number;
+  /** The runtime's RSS at the window's end (MB): the pods held a while. */
+  rssHeld: number;
 }
 
 /** kubelet's relist histogram: seconds summed and relists counted so far. */
@@ -326,6 +344,7 @@ async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<Ste
     }),
     listContainersMs: await medianMs(() => env.cridock.client.call("ListContainers", {})),
     listSandboxesMs: await medianMs(() => env.cridock.client.call("ListPodSandbox", {})),
+    rssHeld,
   };
   console.log(
     `[${arm.name}] steady ${STEADY_S} s with ${PODS} pods: runtime CPU ${runtimeCpuS.toFixed(2)} s ` +
@@ -355,10 +374,29 @@ interface BurstResult {
   /** Wall time from the first deletion until every container stopped (s). */
   deletionS: number;
   steady?: SteadyResult;
+  /** What ran beside this arm: the 1-minute load average at its start and end, a VM seen. */
+  load: { start: number; end: number; vm: boolean };
+}
+
+/** Whether a VM (a qemu-system process) runs on this machine now. */
+function vmRunning(): boolean {
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, "utf8").startsWith("qemu-system")) return true;
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return false;
 }
 
 async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promise<BurstResult> {
   const metrics = arm.metrics;
+  const loadStart = loadavg()[0]!;
+  let vm = vmRunning();
+  // Looked for every 5 s while the arm runs: a VM test beside it takes a core.
+  const vmWatch = setInterval(() => (vm ||= vmRunning()), 5000);
   const env = await KubeletEnv.start({
     evented,
     metrics,
@@ -424,6 +462,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
       rssAfter: await rssMb(pid),
       worstVersionMs: 0,
       deletionS: 0,
+      load: { start: loadStart, end: NaN, vm },
     };
     const threadsBurst = threadCpuDelta(threadsBefore, threadCpuSeconds(pid));
     const splitAfter = await residentSplit(pid);
@@ -488,8 +527,11 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
         console.log(`[${arm.name}] pid ${pid}: ${SETTLE_S} s after the deletion ${formatSplit(await residentSplit(pid))}`);
       }
     }
+    result.load = { start: loadStart, end: loadavg()[0]!, vm };
+    console.log(`[${arm.name}] load average ${loadStart.toFixed(2)} at the start, ${result.load.end.toFixed(2)} at the end${vm ? "; a VM (qemu-system) ran meanwhile" : ""}`);
     return result;
   } finally {
+    clearInterval(vmWatch);
     await env.destroy();
   }
 }
@@ -543,18 +585,36 @@ const bothMetrics = Boolean(values.compare && values["compare-metrics"]);
 const withTree = !values["no-tree"];
 const arms: Arm[] = withTree ? [{ name: "this tree", metrics: !comparing || bothMetrics }] : [];
 if (values.compare) arms.push({ name: `compare (${values.compare})`, entry: values.compare, metrics: bothMetrics });
-for (const executable of executables) arms.push({ name: `executable (${executable})`, executable, metrics: false });
-if (values["compare-deno"]) arms.push({ name: "cridock on Deno", deno: true, metrics: false });
+for (const given of executables) {
+  // name=path; a path alone is named after its file.
+  const eq = given.indexOf("=");
+  const [name, executable] = eq > 0 ? [given.slice(0, eq), given.slice(eq + 1)] : [`executable (${basename(given)})`, given];
+  arms.push({ name, executable, metrics: false });
+}
+/** The first line a runtime prints for --version (for the arm's name and the record's note). */
+function versionOf(command: string, args: string[]): string {
+  try {
+    return execFileSync(command, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 30_000 }).trim().split("\n")[0]!;
+  } catch {
+    return "version unknown";
+  }
+}
+if (values["compare-deno"]) {
+  const deno = versionOf(join(REPO_ROOT, "node_modules/.bin/deno"), ["--version"]).replace(/ \(.*$/, "");
+  arms.push({ name: `cridock on ${deno.replace(/^deno/, "Deno")}`, deno: true, metrics: false });
+}
 if (!arms.some(isCridock)) throw new Error("no cridock arm: --no-tree wants --compare, --compare-executable or --compare-deno");
 if (values["compare-cri-dockerd"]) arms.push({ name: "cri-dockerd", criDockerd: values["compare-cri-dockerd"], metrics: false });
+const criDockerdVersion = values["compare-cri-dockerd"] ? versionOf(values["compare-cri-dockerd"], ["--version"]) : undefined;
 if (values["compare-containerd"]) {
   // The same runc as the Docker arms' engine (Engine 29's build has its own beside dockerd).
   const runcDir = process.env.CRIDOCK_TEST_DOCKERD_BIN ? dirname(process.env.CRIDOCK_TEST_DOCKERD_BIN) : undefined;
   arms.push({ name: "containerd", containerd: { binDir: values["compare-containerd"], runcDir }, metrics: false });
 }
 
-// The record: per PLEG mode and arm, the medians report() prints (recordResult, once at the end).
-const record: (string | number)[][] = [];
+// The record: per PLEG mode, each arm's medians (recordResult, once at the end).
+const recorded: { mode: string; figures: ArmFigures[] }[] = [];
+const loads: string[] = [];
 const medianOf = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
 for (const mode of values.modes!.split(",").map((m) => m.trim())) {
   const evented = mode === "evented";
@@ -578,16 +638,38 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
     if (rs.length === 0) continue;
     const latencies = rs.flatMap((r) => r.latencies).sort((a, b) => a - b);
     const steady = rs.map((r) => r.steady).filter((s): s is SteadyResult => s !== undefined);
-    record.push([
-      mode,
-      arm.name,
-      `${medianOf(rs.map((r) => r.allRunningS)).toFixed(1)} s`,
-      `${percentile(latencies, 50).toFixed(2)} / ${percentile(latencies, 90).toFixed(2)} s`,
-      `${medianOf(rs.map((r) => r.cpuS)).toFixed(2)} + ${medianOf(rs.map((r) => r.deleteCpuS)).toFixed(2)} s`,
-      `${medianOf(rs.map((r) => r.deletionS)).toFixed(1)} s`,
-      `${medianOf(rs.map((r) => r.rssIdle)).toFixed(1)} / ${medianOf(rs.map((r) => r.rssAfter)).toFixed(1)} MB`,
-      steady.length > 0 ? `${medianOf(steady.map((s) => s.runtimeCpuS)).toFixed(2)} / ${medianOf(steady.map((s) => s.engineCpuS)).toFixed(2)} s` : "–",
-    ]);
+    const figures: ArmFigures = {
+      name: arm.name,
+      cridock: isCridock(arm),
+      allRunningS: medianOf(rs.map((r) => r.allRunningS)),
+      p50S: percentile(latencies, 50),
+      p90S: percentile(latencies, 90),
+      deletionS: medianOf(rs.map((r) => r.deletionS)),
+      burstCpuS: medianOf(rs.map((r) => r.cpuS)),
+      deleteCpuS: medianOf(rs.map((r) => r.deleteCpuS)),
+      rssIdleMb: medianOf(rs.map((r) => r.rssIdle)),
+      rssAfterBurstMb: medianOf(rs.map((r) => r.rssAfter)),
+      ...(steady.length > 0
+        ? {
+            steady: {
+              seconds: STEADY_S,
+              runtimeCpuS: medianOf(steady.map((x) => x.runtimeCpuS)),
+              engineCpuS: medianOf(steady.map((x) => x.engineCpuS)),
+              plegRelistMs: medianOf(steady.map((x) => x.plegRelistMs)),
+              summaryMs: medianOf(steady.map((x) => x.summaryMs)),
+              listContainersMs: medianOf(steady.map((x) => x.listContainersMs)),
+              listSandboxesMs: medianOf(steady.map((x) => x.listSandboxesMs)),
+              rssHeldMb: medianOf(steady.map((x) => x.rssHeld)),
+            },
+          }
+        : {}),
+    };
+    let entry = recorded.find((r) => r.mode === mode);
+    if (!entry) recorded.push((entry = { mode, figures: [] }));
+    entry.figures.push(figures);
+    loads.push(
+      `${arm.name}: ${rs.map((r) => `${r.load.start.toFixed(1)} to ${r.load.end.toFixed(1)}${r.load.vm ? ", a VM running" : ""}`).join("; ")}`,
+    );
   }
   for (const mine of arms.filter(isCridock)) {
     for (const other of arms.filter((a) => !isCridock(a))) {
@@ -596,9 +678,29 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
     }
   }
 }
-recordResult("kubelet-pods", {
-  command: commandLine("scripts/bench/kubelet-pods.ts"),
-  columns: ["PLEG", "runtime", "all Running after", "start latency p50 / p90", "runtime CPU, burst + deletion", "deletion", "RSS idle / after the burst", "steady window: runtime / dockerd CPU"],
-  rows: record,
-  note: `${PODS} static pods at once through a real kubelet, ${ROUNDS} round(s), medians.`,
-});
+/** A path outside this tree, which names nothing on another machine: its last part alone, as <part>. */
+const portable = (arg: string): string => {
+  const eq = arg.indexOf("=");
+  const [prefix, value] = eq > 0 && !arg.startsWith("/") ? [arg.slice(0, eq + 1), arg.slice(eq + 1)] : ["", arg];
+  return value.startsWith("/") && !value.startsWith(REPO_ROOT) ? `${prefix}<${basename(value)}>` : arg;
+};
+function withoutNote(argv: string[]): string[] {
+  return argv.filter((arg, i) => !arg.startsWith("--note") && argv[i - 1] !== "--note");
+}
+if (recorded.length > 0) {
+  const modes = recorded.length > 1;
+  // One table; with several PLEG modes, the mode heads each figure.
+  const tables = recorded.map((r) => ({ mode: r.mode, ...podsTable(PODS, r.figures) }));
+  recordResult("kubelet-pods", {
+    // --note's text is the note's end, not repeated in the command.
+    command: commandLine("scripts/bench/kubelet-pods.ts", withoutNote(process.argv.slice(2)).map(portable)),
+    columns: tables[0]!.columns,
+    rows: tables.flatMap((t) => t.rows.map((row) => (modes ? [`${t.mode} PLEG: ${row[0]}`, ...row.slice(1)] : row))),
+    note:
+      `${PODS} static pods at once through one real kubelet at its defaults, ${modes ? "each PLEG mode" : `${recorded[0]!.mode} PLEG`}, ` +
+      `${ROUNDS} round(s)${ROUNDS > 1 ? ", medians" : ""}, the arms one after the other on the same private engine build` +
+      `${process.env.CRIDOCK_TEST_DOCKERD_BIN ? ` (${versionOf(process.env.CRIDOCK_TEST_DOCKERD_BIN, ["--version"])})` : ""}` +
+      `${criDockerdVersion ? `; ${criDockerdVersion}` : ""}. Load average (1 min) at each arm's start and end: ${loads.join("; ")}.` +
+      `${values.note ? ` ${values.note}` : ""}`,
+  });
+}

@@ -25,12 +25,25 @@
  * package's, not its environment's.
  * Beside the executable, <executable>.licenses.txt holds the licence texts
  * of the npm packages bundled into it.
+ *
+ * For measuring other start options beside the shipped ones (never for a
+ * release), an executable can be built with more of them, written elsewhere:
+ *
+ *   tsx scripts/build/binary.ts --output PATH [--v8-option=OPTION]... [--node-option=OPTION]...
+ *
+ * --v8-option adds a V8 option, or replaces the shipped one of the same
+ * name (`--max-semi-space-size=1`); the blob's code cache is made under
+ * it too. --node-option adds a Node option to execArgv alone (such as
+ * `--cpu-prof --cpu-prof-dir=DIR`, a CPU profile of the executable as it
+ * ships, written when it stops). With CRIDOCK_BUNDLE_SOURCEMAP=1 the
+ * script's source map is kept as PATH.map, for cpu-profile-report.ts.
  */
 import { build, type Plugin } from "esbuild";
 import { builtinModules } from "node:module";
 import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import { commonOptions, root } from "./bundle.ts";
 import { ensurePinnedNode, hostArch, parseArchFlag, pinnedNode, type NodeArch } from "./node-runtime.ts";
@@ -92,6 +105,8 @@ async function buildScript(outfile: string, licensesFile: string, nodeVersion: s
     entryPoints: ["src/executable.ts"],
     outfile,
     format: "cjs",
+    // For reading CPU profiles of the executable by module (bundle.ts's CRIDOCK_BUNDLE_SOURCEMAP).
+    sourcemap: process.env.CRIDOCK_BUNDLE_SOURCEMAP === "1" ? "external" : false,
     plugins: [...(commonOptions().plugins ?? []), noDynamicBuiltinImports],
     define: {
       ...commonOptions().define,
@@ -106,29 +121,57 @@ async function buildScript(outfile: string, licensesFile: string, nodeVersion: s
   });
   const header = `cridock's executable is Node.js ${nodeVersion} (its licence and those of the libraries it carries are in Node.js's LICENSE file of that version) with these npm packages bundled into its script:\n\n`;
   writeFileSync(licensesFile, header + bundledLicenses(Object.keys(result.metafile!.inputs)));
-  return Object.values(result.metafile!.outputs).reduce((sum, o) => sum + o.bytes, 0);
+  return Object.entries(result.metafile!.outputs).reduce((sum, [name, o]) => (name.endsWith(".map") ? sum : sum + o.bytes), 0);
 }
 
 /** The fuse Node looks for to know a blob was injected (Node's documented sentinel). */
 const SEA_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 
+/** The name of a `--name=value` option. */
+const optionName = (option: string): string => option.split("=")[0]!;
+
+/**
+ * The shipped start options with `extra` V8 options: one of the same name
+ * replaces the shipped one in place, another is added at the end.
+ */
+export function withV8Options(extra: readonly string[], base: readonly string[] = START_V8_OPTIONS): string[] {
+  const options = [...base];
+  for (const option of extra) {
+    const at = options.findIndex((o) => optionName(o) === optionName(option));
+    if (at >= 0) options[at] = option;
+    else options.push(option);
+  }
+  return options;
+}
+
+/** Start options of an executable built for measuring, not for shipping (see the header). */
+export interface BinaryOptions {
+  /** Where to write it instead of dist/cridock-linux-<arch>. */
+  output?: string;
+  /** V8 options added to the shipped ones, or replacing the shipped one of the same name. */
+  v8Options?: readonly string[];
+  /** Node options added to execArgv alone (not to the blob's builder). */
+  nodeOptions?: readonly string[];
+}
+
 /** The SEA configuration: the script, the blob to write, and the options V8 starts with. */
-export function seaConfig(script: string, blob: string, useCodeCache: boolean): Record<string, unknown> {
+export function seaConfig(script: string, blob: string, useCodeCache: boolean, execArgv: readonly string[] = START_V8_OPTIONS): Record<string, unknown> {
   return {
     main: script,
     output: blob,
     disableExperimentalSEAWarning: true,
     useCodeCache,
     // In force before the script's first instruction (src/v8-start-options.ts).
-    execArgv: [...START_V8_OPTIONS],
+    execArgv: [...execArgv],
     // NODE_OPTIONS in a root daemon's environment (a unit's Environment=, a profile) must not
     // change its runtime: the executable's V8 and Node options are the package's alone.
     execArgvExtension: "none",
   };
 }
 
-export async function buildBinary(arch: Arch = "x64", outDir = join(root, "dist")): Promise<BinaryResult> {
+export async function buildBinary(arch: Arch = "x64", outDir = join(root, "dist"), options: BinaryOptions = {}): Promise<BinaryResult> {
   const pin = pinnedNode();
+  const v8Options = withV8Options(options.v8Options ?? []);
   // The host's pinned Node makes the blob (a blob must come from the Node version it goes into);
   // the target's pinned Node is what the executable is.
   const builder = ensurePinnedNode(hostArch(), pin);
@@ -138,13 +181,13 @@ export async function buildBinary(arch: Arch = "x64", outDir = join(root, "dist"
   mkdirSync(work, { recursive: true });
   const script = join(work, "cridock.cjs");
   const blob = join(work, "cridock.blob");
-  const out = join(outDir, `cridock-linux-${arch}`);
+  const out = options.output ?? join(outDir, `cridock-linux-${arch}`);
   const scriptBytes = await buildScript(script, `${out}.licenses.txt`, `v${pin.version}`);
   const config = join(work, "sea-config.json");
-  writeFileSync(config, JSON.stringify(seaConfig(script, blob, arch === hostArch())));
+  writeFileSync(config, JSON.stringify(seaConfig(script, blob, arch === hostArch(), [...v8Options, ...(options.nodeOptions ?? [])])));
   // V8 refuses a code cache made under other flags ("Code cache data rejected", and compiles
   // everything again at each start): the builder runs with the flags the executable starts with.
-  execFileSync(builder, [...START_V8_OPTIONS, "--experimental-sea-config", config], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, NODE_OPTIONS: "" } });
+  execFileSync(builder, [...v8Options, "--experimental-sea-config", config], { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, NODE_OPTIONS: "" } });
 
   rmSync(out, { force: true });
   copyFileSync(base, out);
@@ -168,12 +211,29 @@ export async function buildBinary(arch: Arch = "x64", outDir = join(root, "dist"
     const { stdout, stderr } = err as { stdout?: Buffer; stderr?: Buffer };
     throw new Error(`postject failed to inject the blob into ${out}: ${stdout ?? ""}${stderr ?? ""}`, { cause: err });
   }
+  if (existsSync(`${script}.map`)) copyFileSync(`${script}.map`, `${out}.map`);
   rmSync(work, { recursive: true, force: true });
   return { path: out, bytes: statSync(out).size, scriptBytes };
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  const { path, bytes, scriptBytes } = await buildBinary(parseArchFlag(process.argv.slice(2), "x64"));
+  const { values } = parseArgs({
+    options: {
+      arch: { type: "string", default: "x64" },
+      output: { type: "string" },
+      "v8-option": { type: "string", multiple: true, default: [] },
+      "node-option": { type: "string", multiple: true, default: [] },
+    },
+  });
+  const measuring = Boolean(values["v8-option"]!.length || values["node-option"]!.length);
+  // An executable with other start options is for a benchmark: it must not stand where a release is built from.
+  if (measuring && !values.output) throw new Error("--v8-option and --node-option build an executable for measuring: name where with --output");
+  const { path, bytes, scriptBytes } = await buildBinary(parseArchFlag(["--arch", values.arch!], "x64"), undefined, {
+    output: values.output ? resolve(values.output) : undefined,
+    v8Options: values["v8-option"],
+    nodeOptions: values["node-option"],
+  });
   const version = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).version as string;
-  console.error(`${path}: cridock ${version} on Node v${pinnedNode().version}, ${(bytes / 1024 / 1024).toFixed(1)} MiB (script ${(scriptBytes / 1024).toFixed(0)} KiB)`);
+  const execArgv = [...withV8Options(values["v8-option"]!), ...values["node-option"]!].join(" ");
+  console.error(`${path}: cridock ${version} on Node v${pinnedNode().version} (execArgv ${execArgv}), ${(bytes / 1024 / 1024).toFixed(1)} MiB (script ${(scriptBytes / 1024).toFixed(0)} KiB)`);
 }
