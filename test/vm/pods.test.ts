@@ -370,12 +370,14 @@ async function runtimeFeatures(vm: VmNode): Promise<{ mount_options?: boolean } 
  * kubelet's log verbosity, set while it runs through its /debug/flags/v
  * endpoint (kubelet's own port, 10250 on the guest's loopback, where
  * kubeletConfig lets anonymous callers do anything). TLS with kubelet's
- * self-signed certificate, spoken by socat: the guest has no curl.
- * kubelet's answer, headers and all.
+ * self-signed certificate, spoken by socat: the guest has no curl. Its
+ * input stays open a few seconds past the request, so that socat does not
+ * shut the TLS session down before kubelet answers. kubelet's answer,
+ * headers and all.
  */
 async function setKubeletVerbosity(vm: VmNode, level: number): Promise<string> {
   const request = `PUT /debug/flags/v HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: ${String(level).length}\r\n\r\n${level}`;
-  return (await vm.ssh("socat -t 10 - OPENSSL:127.0.0.1:10250,verify=0", { input: request, timeoutMs: 60_000 })).stdout;
+  return (await vm.ssh("{ cat; sleep 5; } | socat -t 5 - OPENSSL:127.0.0.1:10250,verify=0", { input: request, timeoutMs: 60_000 })).stdout;
 }
 
 /** The guest's clock, in seconds since the epoch: journalctl's --since @ takes it. */
