@@ -104,7 +104,10 @@ export interface VmStep {
    * depend on the engine; it is the costliest part of the pods file under
    * load (three installs of the .deb), so it goes where the guest is least
    * starved, when the host's suites are ending, and is skipped with that
-   * step when the budget says so (vmStepDecision).
+   * step when the budget says so (vmStepDecision). The bind mount options
+   * pod on the node without the layer (the layer uninstalled, cridock and
+   * kubelet restarted) goes with it: kubelet's and cridock's, whatever the
+   * engine.
    */
   packageCycleIn?: VmNodeName;
   /**

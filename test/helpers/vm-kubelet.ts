@@ -56,7 +56,14 @@ export async function prepareKubeletNode(vm: VmNode, deb: string, images: string
  * - MemoryQoS (beta and on by default since 1.37) with the tiered
  *   reservation policy and a throttling factor of 0.9: kubelet then sends
  *   memory.min (Guaranteed) or memory.low (Burstable) at the memory request
- *   and memory.high between the request and the limit, in `unified`.
+ *   and memory.high between the request and the limit, in `unified`;
+ * - VolumeBindMountOptions (alpha in 1.37, KEP-5855): kubelet passes a
+ *   volumeMount's `bindMountOptions` in Mount.mount_options, and declares
+ *   the node feature of that name where the runtime's Status says
+ *   `mount_options` when kubelet starts (cridock: where its OCI layer is
+ *   registered). A pod that asks for options is refused on a node that does
+ *   not declare it, gate on or off: kubelet's static pod path keeps the
+ *   field either way.
  */
 export function kubeletConfig(): Record<string, unknown> {
   return {
@@ -72,7 +79,7 @@ export function kubeletConfig(): Record<string, unknown> {
     readOnlyPort: READ_ONLY_PORT,
     failSwapOn: false,
     memorySwap: { swapBehavior: "NoSwap" },
-    featureGates: { PodAndContainerStatsFromCRI: true },
+    featureGates: { PodAndContainerStatsFromCRI: true, VolumeBindMountOptions: true },
     memoryReservationPolicy: "TieredReservation",
     memoryThrottlingFactor: 0.9,
   };

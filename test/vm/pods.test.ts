@@ -37,6 +37,19 @@
  *   uid_map, root inside with the image's files owned as in the image, an
  *   emptyDir written and a hostPath file read, the host seeing the mapped
  *   id; the idmapped mounts gone once its containers stopped.
+ * - Bind mount options (KEP-5855, kubelet's VolumeBindMountOptions gate,
+ *   on in kubeletConfig): an emptyDir mounted with bindMountOptions
+ *   [noexec, nosuid, nodev] and again without them; the container's first
+ *   instruction finds the three options in its mountinfo on the one mount
+ *   only, and a program copied into the volume is "Permission denied"
+ *   there and runs from the other mount; kubelet says it read
+ *   mount_options from cridock and admitted the pod. Then, on the node
+ *   without the layer (`cridock oci-layer uninstall`), the same pod is
+ *   refused by kubelet (PodFeatureUnsupported) once kubelet has started
+ *   anew, and by cridock (FAILED_PRECONDITION) in a kubelet that declared
+ *   the feature when it started with the layer: never run without the
+ *   options. That part is left out where CRIDOCK_VM_PACKAGE_CYCLE_IN
+ *   names a later step on this VM (it does not depend on the engine).
  *
  * LimitedSwap is not tested here: kubelet counts static pods as critical,
  * and gives a critical pod's containers no swap whatever the behaviour
@@ -163,6 +176,41 @@ const USERNS_POD = withSpec(
     { name: "broken", command: ["/no-such-program"], volumeMounts: [{ name: "scratch", mountPath: "/scratch" }] },
   ),
   { hostUsers: false, volumes: [{ name: "scratch", emptyDir: {} }, { name: "host", hostPath: { path: USERNS_HOST_DIR, type: "Directory" } }] },
+);
+
+/**
+ * One emptyDir mounted twice in one container: at /scratch with
+ * bindMountOptions [noexec, nosuid, nodev] (KEP-5855), at /plain without.
+ * The container's first instruction prints each mount's per-mount options
+ * from its own mountinfo, copies busybox into the volume and makes a
+ * /dev/null node there (CAP_MKNOD is among the default capabilities), then
+ * runs the one and writes the other through each mount, with the exit
+ * status and what the shell said. The /plain lines are the control: the
+ * same file and node on the same volume run and write there, so a refusal
+ * under /scratch is the mount's options, nothing else.
+ */
+const BIND_POD_NAME = "bindopts";
+const BIND_OPTIONS = ["noexec", "nosuid", "nodev"];
+const BIND_FIRST = [
+  `for m in /scratch /plain; do echo "options $m $(awk -v m=$m '$5 == m {print $6}' /proc/self/mountinfo)"; done`,
+  "rm -f /scratch/busybox /scratch/null; cp /bin/busybox /scratch/busybox && mknod /scratch/null c 1 3",
+  'for m in /scratch /plain; do out=$($m/busybox echo ran 2>&1); echo "exec $m: $? $out"; out=$( (echo x >$m/null) 2>&1); echo "write $m: $? $out"; done',
+  "exec sleep 36000",
+].join("; ");
+const BIND_POD = withSpec(
+  podManifest(BIND_POD_NAME, {
+    name: "app",
+    command: ["sh", "-c", BIND_FIRST],
+    volumeMounts: [
+      { name: "scratch", mountPath: "/scratch", bindMountOptions: BIND_OPTIONS },
+      { name: "scratch", mountPath: "/plain" },
+    ],
+  }),
+  { volumes: [{ name: "scratch", emptyDir: {} }] },
+);
+/** What kubelet logs when its admission refuses that pod for want of the node feature (allocation_manager.go canAdmitPod, lifecycle/handlers.go). */
+const BIND_REFUSED = new RegExp(
+  `"Pod admission denied" .*pod="default/${BIND_POD_NAME}-${NODE_NAME}" reason="PodFeatureUnsupported" message="Pod requires node features that are not available: VolumeBindMountOptions"`,
 );
 
 /**
@@ -311,6 +359,53 @@ async function firstListed(vm: VmNode, command: string): Promise<string | undefi
   return r.status === 0 ? r.stdout.trim().split("\n")[0] || undefined : undefined;
 }
 
+/** Status' runtime-wide features as crictl prints them (proto field names; a false one is left out), or undefined when crictl did not answer. */
+async function runtimeFeatures(vm: VmNode): Promise<{ mount_options?: boolean } | undefined> {
+  const r = await vm.ssh(`${GUEST_CRICTL} info`, { timeoutMs: 180_000 });
+  if (r.status !== 0) return undefined;
+  return ((JSON.parse(r.stdout) as { features?: { mount_options?: boolean } }).features ?? {});
+}
+
+/**
+ * kubelet's log verbosity, set while it runs through its /debug/flags/v
+ * endpoint (kubelet's own port, 10250 on the guest's loopback, where
+ * kubeletConfig lets anonymous callers do anything). TLS with kubelet's
+ * self-signed certificate, spoken by socat: the guest has no curl. Its
+ * input stays open a few seconds past the request, so that socat does not
+ * shut the TLS session down before kubelet answers. kubelet's answer,
+ * headers and all.
+ */
+async function setKubeletVerbosity(vm: VmNode, level: number): Promise<string> {
+  const request = `PUT /debug/flags/v HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: ${String(level).length}\r\n\r\n${level}`;
+  return (await vm.ssh("{ cat; sleep 5; } | socat -t 5 - OPENSSL:127.0.0.1:10250,verify=0", { input: request, timeoutMs: 60_000 })).stdout;
+}
+
+/** The guest's clock, in seconds since the epoch: journalctl's --since @ takes it. */
+async function guestSeconds(vm: VmNode): Promise<number> {
+  return Number((await vm.run("date +%s")).trim());
+}
+
+/** kubelet's log lines since the guest's second SINCE that match the extended regular expression PATTERN. */
+async function kubeletLines(vm: VmNode, since: number, pattern: string): Promise<string[]> {
+  const r = await vm.ssh(`journalctl -u kubelet --since @${since} --no-pager -o cat | grep -E ${shellQuote(pattern)} || true`, { timeoutMs: 180_000 });
+  return r.stdout.split("\n").filter((l) => l !== "");
+}
+
+/**
+ * The ids of every container (FILTER "label=io.kubernetes.container.name=app")
+ * or every container and sandbox Docker holds for the bindopts pod, running
+ * or not.
+ */
+async function bindPodContainers(vm: VmNode, filter = ""): Promise<string[]> {
+  const more = filter ? ` --filter ${filter}` : "";
+  return (await vm.run(`docker ps -aq --no-trunc --filter label=io.kubernetes.pod.name=${BIND_POD_NAME}-${NODE_NAME}${more}`)).trim().split("\n").filter(Boolean);
+}
+
+/** What `bindPodContainers` lists now that it did not list before: kubelet's garbage collection may remove an old one meanwhile, never add one. */
+async function newBindPodContainers(vm: VmNode, before: string[], filter = ""): Promise<string[]> {
+  return (await bindPodContainers(vm, filter)).filter((id) => !before.includes(id));
+}
+
 if (!existsSync(KUBELET)) {
   t.plan(0, `${KUBELET} is missing: scripts/env/install-kubernetes.sh builds it`);
 } else {
@@ -355,6 +450,8 @@ if (!existsSync(KUBELET)) {
   // once a VM, in the step where the guest is least starved.
   const cycleIn = process.env.CRIDOCK_VM_PACKAGE_CYCLE_IN;
   const packageCycleElsewhere = cycleIn ? `the package's upgrade cycle runs on this VM in ${cycleIn}, its engine switched` : false;
+  // kubelet's refusal on a node without the layer is kubelet's and cridock's Status, whatever the engine: once a VM, as the cycle.
+  const layerlessElsewhere = cycleIn ? `the pod on the node without the layer is tried on this VM in ${cycleIn}, its engine switched` : false;
   const crictl = GUEST_CRICTL;
 
   t.test("a Burstable container's limits and kubelet's unified settings are in its cgroup", async (t) => {
@@ -774,5 +871,134 @@ if (!existsSync(KUBELET)) {
     t.ok(gone, "kubelet stopped the pod");
     t.equal((await vm.run("grep -c cridock-rootfs /proc/self/mountinfo || true")).trim(), "0", "the idmapped mounts went with its containers");
     t.equal((await vm.run("ls -A /run/cridock-rootfs 2>/dev/null || true")).trim(), "", "and their directories");
+  });
+
+  // KEP-5855 end to end: kubelet (its gate on) passes a volumeMount's
+  // bindMountOptions in Mount.mount_options; cridock's OCI layer puts them
+  // into that mount's options in the spec, and runc mounts the volume so
+  // before the container's first instruction.
+  t.test("a volume mounted with bindMountOptions [noexec, nosuid, nodev]: declared, admitted, in force from the first instruction", { skip: noCrictl }, async (t) => {
+    const gate = await vm.run(`busybox wget -q -O - http://127.0.0.1:${READ_ONLY_PORT}/metrics | grep '^kubernetes_feature_enabled{name="VolumeBindMountOptions"' || true`, { timeoutMs: 180_000 });
+    t.equal(gate.trim(), 'kubernetes_feature_enabled{name="VolumeBindMountOptions",stage="ALPHA"} 1', "kubelet runs with the VolumeBindMountOptions gate on (its own metric)");
+    t.equal((await runtimeFeatures(vm))?.mount_options, true, "cridock's Status declares mount_options (crictl info), the layer being registered");
+
+    // kubelet logs the runtime features it reads from Status (every 5 s)
+    // at verbosity 4 only, and the node features it declares not at all (a
+    // standalone kubelet posts no Node status): raised for the few seconds
+    // one such line takes, then set back.
+    const since = await guestSeconds(vm);
+    t.teardown(() => setKubeletVerbosity(vm, 2));
+    t.match(await setKubeletVerbosity(vm, 4), /^HTTP\/1\.\d 200 [\s\S]*successfully set klog\.logging\.verbosity to 4/, "kubelet's verbosity raised to 4 (/debug/flags/v)");
+    const statusLine = await waitFor(async () => (await kubeletLines(vm, since, '"Container runtime status"'))[0], 60_000, 2000);
+    t.match(await setKubeletVerbosity(vm, 2), /successfully set klog\.logging\.verbosity to 2/, "and set back to 2");
+    t.comment(statusLine ?? "kubelet logged no runtime status");
+    t.match(statusLine ?? "", /Features: .*MountOptions: true/, "kubelet's log: it read MountOptions: true from cridock's Status");
+
+    await vm.run(`cat >${MANIFESTS}/${BIND_POD_NAME}.json`, { input: JSON.stringify(BIND_POD, null, 2) });
+    const started = Date.now();
+    // Running, or refused: kubelet's admission, or cridock's CreateContainer (which kubelet retries for ever).
+    const outcome = await waitFor(async () => {
+      const id = await firstListed(vm, `${crictl} ps -q --name '^app$' --label io.kubernetes.pod.name=${BIND_POD_NAME}-${NODE_NAME} --state running`);
+      if (id) return { id };
+      const refused = await kubeletLines(vm, since, `"Pod admission denied".*${BIND_POD_NAME}|CreateContainer.*code = `);
+      return refused.length > 0 ? { refused: refused.join("\n") } : undefined;
+    });
+    if (!outcome?.id) {
+      const logs = outcome?.refused ?? (await kubeletLines(vm, since, `${BIND_POD_NAME}|CreateContainer`)).slice(-10).join("\n");
+      t.fail(`the pod's container did not run\n${logs}`);
+      return;
+    }
+    const id = outcome.id;
+    t.comment(`running ${seconds(started)} after the manifest was written`);
+    // kubelet's admission asks every pod whose mounts carry options for the
+    // node feature VolumeBindMountOptions (nodedeclaredfeatures'
+    // InferForScheduling): admitted, the node declared it.
+    t.same(await kubeletLines(vm, since, `"Pod admission denied".*${BIND_POD_NAME}`), [], "kubelet admitted the pod: its node declared VolumeBindMountOptions");
+    const inspect = JSON.parse(await vm.run(`${crictl} inspect ${id}`, { timeoutMs: 180_000 })) as { status: { mounts: { containerPath: string; mountOptions?: string[] }[] } };
+    const sent = Object.fromEntries(inspect.status.mounts.map((m) => [m.containerPath, m.mountOptions ?? []]));
+    t.same([sent["/scratch"], sent["/plain"]], [BIND_OPTIONS, []], "kubelet sent the options for /scratch alone (ContainerStatus' mounts)");
+    t.equal((await vm.run(`docker inspect -f '{{.HostConfig.Runtime}}' ${id}`)).trim(), "cridock", "the container runs under the layer");
+
+    const log = (await waitFor(async () => {
+      const text = await vm.run(`${crictl} logs ${id} 2>&1`, { timeoutMs: 180_000 });
+      return /^write \/plain: /m.test(text) ? text : undefined;
+    }, 120_000, 2000)) ?? "";
+    t.comment(log.trim());
+    const line = (prefix: string) => log.split("\n").find((l) => l.startsWith(prefix))?.trim() ?? "";
+    const options = (mount: string) => line(`options ${mount} `).split(" ")[2]?.split(",") ?? [];
+    t.same(BIND_OPTIONS.filter((o) => !options("/scratch").includes(o)), [], `its first instruction's mountinfo shows noexec, nosuid and nodev on /scratch (${options("/scratch").join(",")})`);
+    t.ok(options("/plain").includes("rw") && BIND_OPTIONS.every((o) => !options("/plain").includes(o)), `and none of them on /plain, the same volume without options (${options("/plain").join(",")})`);
+    t.match(line("exec /scratch: "), /^exec \/scratch: 126 (\S*\/)?sh: \/scratch\/busybox: Permission denied$/, "busybox copied into the volume fails to run from /scratch: Permission denied");
+    t.equal(line("exec /plain: "), "exec /plain: 0 ran", "the same file runs from /plain");
+    t.match(line("write /scratch: "), /^write \/scratch: 1 (\S*\/)?sh: can't create \/scratch\/null: Permission denied$/, "a null device node made in the volume cannot be opened through /scratch (nodev)");
+    t.equal(line("write /plain: "), "write /plain: 0", "and can through /plain");
+
+    await vm.run(`rm -f ${MANIFESTS}/${BIND_POD_NAME}.json`);
+    const gone = await waitFor(async () => ((await vm.run(`docker ps -q --filter label=io.kubernetes.pod.name=${BIND_POD_NAME}-${NODE_NAME}`)).trim() === "" ? true : undefined), 300_000, 5000);
+    t.ok(gone, "kubelet stopped the pod once its manifest was gone");
+  });
+
+  // Without the layer the node cannot honour the options, and the pod must
+  // not run without them. kubelet decides what its node declares once, when
+  // it starts (kubelet.go NewMainKubelet: discoverNodeDeclaredFeatures from
+  // Status' mount_options and the gate), so both sides are tried: the
+  // kubelet that started with the layer still admits the pod, and cridock
+  // refuses its container; a kubelet started after the layer went refuses
+  // the pod itself.
+  t.test("on the node without the layer the same pod is refused, never run without the options", { skip: noCrictl || layerlessElsewhere }, async (t) => {
+    const pod = `${BIND_POD_NAME}-${NODE_NAME}`;
+    // The files after this one, and the steps after this one on this VM, find the layer as the .deb left it.
+    t.teardown(() =>
+      vm.ssh(`rm -f ${MANIFESTS}/${BIND_POD_NAME}.json; cridock oci-layer status >/dev/null || { cridock oci-layer install && systemctl restart cridock.service; }`, { timeoutMs: 300_000 }),
+    );
+    await vm.run("cridock oci-layer uninstall", { timeoutMs: 300_000 });
+    t.match((await vm.ssh("cridock oci-layer status")).stdout.trim(), /^not ready: dockerd has no runtime named "cridock"/, "the layer is unregistered, and its record with it (cridock does not register it again)");
+    // cridock looks at dockerd's runtimes again within its cache's minute; restarted, it looks at once.
+    await vm.run("systemctl restart cridock.service", { timeoutMs: 300_000 });
+    t.ok(await serviceActive(vm), "cridock.service active again");
+    const features = await waitFor(() => runtimeFeatures(vm), 180_000, 2000);
+    t.ok(features !== undefined && features.mount_options !== true, `cridock's Status declares no mount_options (features ${JSON.stringify(features)})`);
+
+    // The kubelet that started with the layer: it declared the feature then, and admits the pod.
+    const app = "label=io.kubernetes.container.name=app";
+    const appsBefore = await bindPodContainers(vm, app);
+    let since = await guestSeconds(vm);
+    await vm.run(`cat >${MANIFESTS}/${BIND_POD_NAME}.json`, { input: JSON.stringify(BIND_POD, null, 2) });
+    // kubelet logs what CreateContainer answered (remote_runtime.go), whatever it was.
+    const createRefused = await waitFor(async () => (await kubeletLines(vm, since, "CreateContainer.*code = "))[0], 300_000, 5000);
+    t.comment(createRefused ?? "kubelet logged no refused CreateContainer");
+    t.match(
+      createRefused ?? "",
+      new RegExp(`code = FailedPrecondition desc = container app of pod default/${pod} asks for bind mount options on /scratch \\(noexec,nosuid,nodev\\), which this node cannot honour: .*OCI runtime layer`),
+      "that kubelet admits the pod, and cridock's CreateContainer is FAILED_PRECONDITION naming the missing layer",
+    );
+    t.same(await newBindPodContainers(vm, appsBefore, app), [], "no container was created for it");
+    await vm.run(`rm -f ${MANIFESTS}/${BIND_POD_NAME}.json`);
+    const gone = await waitFor(async () => ((await vm.run(`docker ps -q --filter label=io.kubernetes.pod.name=${pod}`)).trim() === "" ? true : undefined), 300_000, 5000);
+    t.ok(gone, "kubelet stopped its sandbox once the manifest was gone");
+
+    // A kubelet started on the node as it now is: it declares no VolumeBindMountOptions, and its admission refuses the pod.
+    await vm.run("systemctl stop kubelet; systemctl reset-failed kubelet 2>/dev/null; true", { timeoutMs: 300_000 });
+    const podContainers = await bindPodContainers(vm);
+    since = await guestSeconds(vm);
+    await vm.run(`cat >${MANIFESTS}/${BIND_POD_NAME}.json`, { input: JSON.stringify(BIND_POD, null, 2) });
+    await startKubelet(vm, kubeletConfig());
+    const refused = await waitFor(async () => (await kubeletLines(vm, since, `"Pod admission denied".*${BIND_POD_NAME}`))[0], 300_000, 5000);
+    t.comment(refused ?? "kubelet logged no refused admission");
+    t.match(refused ?? "", BIND_REFUSED, "kubelet's log: admission denied, PodFeatureUnsupported, the node lacks VolumeBindMountOptions");
+    type PodList = { items?: { metadata: { name: string }; status?: { phase?: string; reason?: string; message?: string } }[] };
+    const status = await waitFor(async () => {
+      const r = await vm.ssh(`busybox wget -q -O - http://127.0.0.1:${READ_ONLY_PORT}/pods`, { timeoutMs: 180_000 });
+      const s = r.status === 0 ? (JSON.parse(r.stdout) as PodList).items?.find((p) => p.metadata.name === pod)?.status : undefined;
+      return s?.phase === "Failed" ? { phase: s.phase, reason: s.reason, message: s.message } : undefined;
+    }, 60_000, 2000);
+    t.same(
+      status,
+      { phase: "Failed", reason: "PodFeatureUnsupported", message: "Pod was rejected: Pod requires node features that are not available: VolumeBindMountOptions" },
+      "the pod's status (kubelet's /pods): Failed, PodFeatureUnsupported",
+    );
+    const rejections = await vm.run(`busybox wget -q -O - http://127.0.0.1:${READ_ONLY_PORT}/metrics | grep '^kubelet_admission_rejections_total{reason="PodFeatureUnsupported"}' || true`, { timeoutMs: 180_000 });
+    t.match(rejections.trim(), /^kubelet_admission_rejections_total\{reason="PodFeatureUnsupported"\} [1-9]\d*$/, "counted in kubelet_admission_rejections_total");
+    t.same(await newBindPodContainers(vm, podContainers), [], "kubelet made no sandbox or container for it");
   });
 }
