@@ -155,9 +155,9 @@ export function mayLengthenRun(step: Pick<VmStep, "inPlace" | "onlyHere">): bool
  * for a file run alone (docs/testing.md, "The cgroup v2 node").
  */
 export const VM_CHAIN: readonly VmStep[] = [
-  { suite: "vm", node: "debian13", packageCycleIn: "debian13-docker29-containerd", estimateS: 1450 },
+  { suite: "vm", node: "debian13", packageCycleIn: "debian13-docker29-containerd", estimateS: 1525 },
   { suite: "vm", node: "debian13-docker29", files: ["test/vm/validation.test.ts"], inPlace: true, estimateS: 260 },
-  { suite: "vm", node: "debian13-docker29-containerd", files: ["test/vm/pods.test.ts"], inPlace: true, estimateS: 550 },
+  { suite: "vm", node: "debian13-docker29-containerd", files: ["test/vm/pods.test.ts"], inPlace: true, estimateS: 725 },
   {
     suite: "vm-lifecycle",
     node: "debian13-docker29",
@@ -170,7 +170,7 @@ export const VM_CHAIN: readonly VmStep[] = [
     estimateS: 500,
     onlyHere: "kubeadm's default systemd cgroup driver, and LimitedSwap, which kubelet allows on cgroup v2 alone",
   },
-  { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"], estimateS: 700 },
+  { suite: "vm", node: "debian12", files: ["test/vm/package.test.ts", "test/vm/pods.test.ts"], estimateS: 875 },
 ];
 
 /**
