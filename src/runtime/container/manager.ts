@@ -140,11 +140,17 @@ export class ContainerManager {
     this.restorer = new ContainerRestorer(options.docker, options.images, checkpointImages, this.log);
   }
 
-  async create(sandboxId: string, requested: ContainerSpec): Promise<string> {
+  /**
+   * `restoreSource`: what a restore from an archive path is from, as its
+   * messages and label name it, when the path is a copy (RestorePod's).
+   */
+  async create(sandboxId: string, requested: ContainerSpec, { restoreSource }: { restoreSource?: string } = {}): Promise<string> {
     validateSpec(requested);
     const timer = new StepTimer("CreateContainer");
     const view = await timer.time("sandbox.view", () => this.options.sandboxes.view(sandboxId));
-    const { image, restore } = await this.imageOrCheckpoint(requested.image, timer);
+    const planned = await this.imageOrCheckpoint(requested.image, timer);
+    const image = planned.image;
+    const restore = planned.restore && restoreSource ? { ...planned.restore, source: restoreSource } : planned.restore;
     try {
       // A restore creates the container from the checkpointed container's image.
       const spec = restore ? { ...requested, image: restore.imageName, userImage: restore.imageName } : requested;
