@@ -14,12 +14,13 @@
  */
 import { createReadStream, createWriteStream } from "node:fs";
 import { stat } from "node:fs/promises";
-import { join, posix } from "node:path";
+import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { CridockError, invalidArgument } from "../../errors.ts";
 import { addEntry, writeTarAtomically } from "../container/checkpoint-archive.ts";
-import { MAX_CONTAINERS, MAX_MANIFEST_BYTES, POD_MANIFEST, isContainerMember, parseManifest, type PodManifest } from "./manifest.ts";
+import { entryName, openTar } from "../container/checkpoint-archive-read.ts";
+import { CONTAINERS_DIRECTORY, MAX_CONTAINERS, MAX_MANIFEST_BYTES, POD_MANIFEST, isContainerMember, parseManifest, type PodManifest } from "./manifest.ts";
 
 const FILE_MODE = 0o600;
 
@@ -59,18 +60,14 @@ export async function readPodArchive(path: string, work: string, signal?: AbortS
   let manifest: PodManifest | undefined;
   const containers = new Map<string, string>();
   let copied = 0;
-  const { extract } = await import("tar-stream");
-  const reader = extract();
-  const file = createReadStream(path);
-  file.once("error", (err) => reader.destroy(err));
-  file.pipe(reader);
+  const tar = await openTar(path);
   try {
-    for await (const entry of reader) {
+    for await (const entry of tar.entries) {
       signal?.throwIfAborted();
       const { type, size = 0, name: raw } = entry.header;
-      const name = raw.replace(/^(\.\/)+/, "");
-      if (name === "" || name.includes("\0") || posix.normalize(name) !== name || name.startsWith("/") || name.split("/").includes("..")) throw bad(`the entry ${JSON.stringify(raw.slice(0, 200))} is not a clean relative path`);
-      if (type === "directory" && name.replace(/\/$/, "") === "containers") {
+      const name = entryName(raw);
+      if (name === undefined) throw bad(`the entry ${JSON.stringify(raw.slice(0, 200))} is not a clean relative path`);
+      if (type === "directory" && name === CONTAINERS_DIRECTORY) {
         entry.resume();
         continue;
       }
@@ -101,8 +98,7 @@ export async function readPodArchive(path: string, work: string, signal?: AbortS
     if (signal?.aborted) throw err;
     throw bad("it cannot be read as a tar archive", err);
   } finally {
-    reader.destroy();
-    file.destroy();
+    tar.close();
   }
   if (!manifest) throw bad(`it has no ${POD_MANIFEST}`);
   const missing = manifest.containers.filter((c) => !containers.has(c.name)).map((c) => c.archive);

@@ -21,7 +21,7 @@
  * DEADLINE_EXCEEDED. The work directory and any temporary file go on every
  * path; nothing is left at output_path unless the whole archive is there.
  */
-import { mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import { rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
 import { isNotFound } from "../../docker/errors.ts";
@@ -29,11 +29,10 @@ import type { ContainerInspect } from "../../docker/types.ts";
 import { CridockError, describeCause, failedPrecondition, invalidArgument, notFound } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import { StepTimer } from "../../steps.ts";
-import { CHECKPOINT_WORK_DIRECTORY, NOT_EXPERIMENTAL } from "../container/checkpoint.ts";
 import { SANDBOX_ID_LABEL, TYPE_CONTAINER, TYPE_LABEL } from "../labels.ts";
 import { validateId } from "../lookup.ts";
 import type { ResolvedSandbox } from "../sandbox/queries.ts";
-import { abortError } from "./abort.ts";
+import { abortError, requireCheckpoints, workDirectory } from "./shared.ts";
 import { writePodArchive } from "./archive.ts";
 import { capturedSpec } from "./capture.ts";
 import { buildManifest, containerMember, MAX_CONTAINERS } from "./manifest.ts";
@@ -88,10 +87,8 @@ export class PodCheckpointer {
     const pod = `${spec.metadata.namespace}/${spec.metadata.name}`;
     if (spec.userns) throw failedPrecondition(`pod ${pod} runs in its own user namespace, which cridock cannot checkpoint`);
     const selected = await timer.time("containers.select", () => this.select(sandbox.id, request.containerIds));
-    if (!(await this.deps.docker.info()).ExperimentalBuild) throw new CridockError("UNIMPLEMENTED", `cannot checkpoint pod ${pod}: ${NOT_EXPERIMENTAL}`);
-    const workRoot = join(this.deps.rootDirectory, CHECKPOINT_WORK_DIRECTORY);
-    await mkdir(workRoot, { recursive: true, mode: 0o700 });
-    const work = await mkdtemp(join(workRoot, `pod-${sandbox.id.slice(0, 12)}-`));
+    await requireCheckpoints(this.deps.docker, `cannot checkpoint pod ${pod}`);
+    const work = await workDirectory(this.deps.rootDirectory, `pod-${sandbox.id.slice(0, 12)}-`);
     try {
       const { archives, pausedMs } = await this.dumpAll(selected, work, signal, timer, pod);
       const manifest = buildManifest(sandbox.id, spec, selected.map((c) => ({ id: c.Id, spec: capturedSpec(c, spec.logDirectory) })), new Date());

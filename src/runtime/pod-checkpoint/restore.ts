@@ -19,17 +19,16 @@
  * the containers removed, the sandbox stopped (CNI DEL, netns released)
  * and removed. The archive's copies in the work directory go on every path.
  */
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { DockerClient } from "../../docker/client.ts";
 import { CridockError, describeCause, failedPrecondition, invalidArgument } from "../../errors.ts";
 import type { Logger } from "../../log.ts";
 import { StepTimer } from "../../steps.ts";
-import { CHECKPOINT_WORK_DIRECTORY, NOT_EXPERIMENTAL } from "../container/checkpoint.ts";
 import { validateSpec } from "../container/create.ts";
 import type { ContainerSpec } from "../container/spec.ts";
 import type { SandboxSpec } from "../sandbox/spec.ts";
-import { abortError } from "./abort.ts";
+import { abortError, requireCheckpoints, workDirectory } from "./shared.ts";
 import { readPodArchive } from "./archive.ts";
 import { checkedArchivePath, checkedOptions } from "./request.ts";
 
@@ -77,10 +76,8 @@ export class PodRestorer {
     const timer = new StepTimer("RestorePod");
     checkedOptions(request.options, "RestorePod");
     const { path } = await checkedArchivePath(request.checkpointPath);
-    if (!(await this.deps.docker.info()).ExperimentalBuild) throw new CridockError("UNIMPLEMENTED", `cannot restore from ${path}: ${NOT_EXPERIMENTAL}`);
-    const workRoot = join(this.deps.rootDirectory, CHECKPOINT_WORK_DIRECTORY);
-    await mkdir(workRoot, { recursive: true, mode: 0o700 });
-    const work = await mkdtemp(join(workRoot, "pod-restore-"));
+    await requireCheckpoints(this.deps.docker, `cannot restore from ${path}`);
+    const work = await workDirectory(this.deps.rootDirectory, "pod-restore-");
     try {
       const archive = await timer.time("archive.read", () => readPodArchive(path, work, signal));
       const sandbox = request.sandbox ?? archive.manifest.sandbox.spec;
