@@ -148,9 +148,7 @@ export class ContainerManager {
     validateSpec(requested);
     const timer = new StepTimer("CreateContainer");
     const view = await timer.time("sandbox.view", () => this.options.sandboxes.view(sandboxId));
-    const planned = await this.imageOrCheckpoint(requested.image, timer);
-    const image = planned.image;
-    const restore = planned.restore && restoreSource ? { ...planned.restore, source: restoreSource } : planned.restore;
+    const { image, restore } = await this.imageOrCheckpoint(requested.image, timer, restoreSource);
     try {
       // A restore creates the container from the checkpointed container's image.
       const spec = restore ? { ...requested, image: restore.imageName, userImage: restore.imageName } : requested;
@@ -166,9 +164,9 @@ export class ContainerManager {
    * archive; a checkpoint image (checkpoint-image.ts) is recognised once
    * resolved.
    */
-  private async imageOrCheckpoint(reference: string, timer: StepTimer): Promise<{ image: ResolvedImage; restore?: RestorePlan }> {
+  private async imageOrCheckpoint(reference: string, timer: StepTimer, restoreSource?: string): Promise<{ image: ResolvedImage; restore?: RestorePlan }> {
     if (isCheckpointArchivePath(reference)) {
-      const restore = await timer.time("restore.plan", () => this.restorer.plan(reference));
+      const restore = await timer.time("restore.plan", () => this.restorer.plan(reference, undefined, restoreSource));
       return { image: restore.image, restore };
     }
     const image = await timer.time("image.resolve", () => this.options.images.resolveImage(reference));
