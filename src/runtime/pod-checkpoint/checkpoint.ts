@@ -116,7 +116,9 @@ export class PodCheckpointer {
     if (ids.length === 0) {
       const listed = await docker.listContainers({ label: [`${TYPE_LABEL}=${TYPE_CONTAINER}`, `${SANDBOX_ID_LABEL}=${sandboxId}`] });
       const inspected = await Promise.all(listed.filter((s) => s.State === "running").map((s) => docker.inspectContainer(s.Id).catch(() => undefined)));
-      found = inspected.filter((c): c is ContainerInspect => c !== undefined && c.State.Running && !c.State.Paused);
+      // Oldest first, as kubelet created them (Docker lists newest first): the archive and
+      // RestorePod then follow the pod's own order.
+      found = inspected.filter((c): c is ContainerInspect => c !== undefined && c.State.Running && !c.State.Paused).sort(byCreation);
       if (found.length === 0) throw failedPrecondition(`pod sandbox ${sandboxId} has no running container to checkpoint`);
     } else {
       found = [];
@@ -214,4 +216,18 @@ export class PodCheckpointer {
     return left;
   }
 
+}
+
+/** Docker's RFC 3339 creation times, to the nanosecond (two containers are often made in one millisecond). */
+export function byCreation(a: Pick<ContainerInspect, "Created" | "Id">, b: Pick<ContainerInspect, "Created" | "Id">): number {
+  const [sa, na] = creationKey(a.Created);
+  const [sb, nb] = creationKey(b.Created);
+  return sa - sb || na - nb || a.Id.localeCompare(b.Id);
+}
+
+function creationKey(created: string): [number, number] {
+  const match = /^(.*T\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(.*)$/.exec(created);
+  if (!match) return [Number.POSITIVE_INFINITY, 0];
+  const seconds = Date.parse(`${match[1]}${match[3]}`);
+  return [Number.isNaN(seconds) ? Number.POSITIVE_INFINITY : seconds, Number((match[2] ?? "").padEnd(9, "0"))];
 }
