@@ -44,6 +44,12 @@ export interface NodeFacts {
   oomScore: OomScorePolicy | { error: string };
   pause: { image: string; present: boolean; pullable?: boolean; error?: string };
   streaming: { host: string; port: number; bindable: boolean; error?: string };
+  /**
+   * What checkpoints need (CheckpointContainer, CheckpointPod, RestorePod):
+   * dockerd in experimental mode and criu on its PATH; undefined when
+   * dockerd does not answer.
+   */
+  checkpoint?: { experimental: boolean; criu?: string };
   /** cridock's OCI runtime layer as dockerd has it (src/oci/layer.ts); undefined when dockerd does not answer. */
   ociLayer?: { ready: true; runtime: string; launcher: string; delegate: string } | { ready: false; reason: string };
   socket:
@@ -71,6 +77,7 @@ export function evaluate(facts: NodeFacts): CheckItem[] {
     oomScoreItem(facts),
     ociLayerItem(facts),
     mountOptionsItem(facts),
+    checkpointItem(facts),
     pauseItem(facts),
     streamingItem(facts),
     socketItem(facts),
@@ -155,6 +162,28 @@ function mountOptionsItem({ docker, ociLayer }: NodeFacts): CheckItem {
     detail: `bind mount options (noexec, nodev, nosuid) cannot be honoured: ${ociLayer.reason}; Status declares no mount_options, so kubelet refuses pods whose volumes ask for them`,
     fix: "cridock oci-layer install",
   };
+}
+
+/**
+ * Checkpoints go through Docker's checkpoint API, which dockerd serves
+ * only in experimental mode, with criu installed. Without them the node
+ * serves pods as before, and the checkpoint RPCs answer UNIMPLEMENTED
+ * saying so.
+ */
+export function checkpointItem({ docker, checkpoint }: Pick<NodeFacts, "docker" | "checkpoint">): CheckItem {
+  const name = "checkpoint";
+  const rpcs = "CheckpointContainer, CheckpointPod and RestorePod";
+  if (!docker.ok || !checkpoint) return { name, verdict: "warn", detail: "unknown: dockerd does not answer" };
+  const missing = [
+    ...(checkpoint.experimental ? [] : ["dockerd runs without --experimental (Docker serves checkpoints only in experimental mode)"]),
+    ...(checkpoint.criu ? [] : ["criu is not installed (no criu on PATH, /usr/sbin or /sbin)"]),
+  ];
+  if (missing.length === 0) return { name, verdict: "ok", detail: `${rpcs} are served: dockerd runs in experimental mode and criu is ${checkpoint.criu}` };
+  const fix = [
+    ...(checkpoint.experimental ? [] : ['set "experimental": true in /etc/docker/daemon.json and restart docker']),
+    ...(checkpoint.criu ? [] : ["install criu (apt-get install criu)"]),
+  ].join("; ");
+  return { name, verdict: "warn", detail: `${rpcs} answer UNIMPLEMENTED: ${missing.join("; ")}`, fix: `if you need checkpoints: ${fix}` };
 }
 
 function cniItem({ cni }: NodeFacts): CheckItem {

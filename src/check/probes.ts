@@ -10,7 +10,7 @@
 import { execFile } from "node:child_process";
 import { access, constants, readFile, stat, statfs } from "node:fs/promises";
 import { createServer, connect } from "node:net";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import type { Config } from "../config.ts";
 import { inspectLayer } from "../oci/layer.ts";
 import { DockerClient } from "../docker/client.ts";
@@ -45,10 +45,22 @@ export async function probeNode(config: Config, log: Logger): Promise<NodeFacts>
     const pause = dockerFacts.ok ? await probePause(docker, config.podInfraContainerImage) : { image: config.podInfraContainerImage, present: false, error: "dockerd does not answer" };
     const privileged = await probePrivileged(docker, { dockerUp: dockerFacts.ok, pause, capabilities });
     const ociLayer = dockerFacts.ok ? await probeOciLayer(docker) : undefined;
-    return { runtime: probeRuntime(), dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, oomScore, ociLayer, pause, streaming, socket };
+    const checkpoint = dockerFacts.ok ? await probeCheckpoint(docker) : undefined;
+    return { runtime: probeRuntime(), dockerEndpoint: config.dockerEndpoint, docker: dockerFacts, hostCgroupVersion, cni, root, capabilities, privileged, oomScore, ociLayer, checkpoint, pause, streaming, socket };
   } finally {
     await docker.close();
   }
+}
+
+/** dockerd's experimental mode, and where criu is (runc finds it on PATH; Debian puts it in /usr/sbin). */
+async function probeCheckpoint(docker: DockerClient): Promise<NodeFacts["checkpoint"]> {
+  const experimental = await docker.info().then((info) => Boolean(info.ExperimentalBuild), () => false);
+  const directories = [...new Set([...(process.env.PATH ?? "").split(":").filter((d) => d.startsWith("/")), "/usr/sbin", "/sbin"])];
+  for (const dir of directories) {
+    const path = join(dir, "criu");
+    if (await access(path, constants.X_OK).then(() => true, () => false)) return { experimental, criu: path };
+  }
+  return { experimental };
 }
 
 async function probeOciLayer(docker: DockerClient): Promise<NodeFacts["ociLayer"]> {

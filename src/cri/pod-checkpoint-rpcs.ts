@@ -1,28 +1,55 @@
 /**
  * CheckpointPod and RestorePod (cri-api v0.37, KEP-5823): a whole pod
- * checkpointed at one consistent cut and restored as a new sandbox with its
- * containers CREATED. Not carried out yet: both answer UNIMPLEMENTED saying
- * so, which is what a caller must see instead of a checkpoint that is not
- * one. kubelet 1.37 does not call them; single containers are checkpointed
- * and restored with CheckpointContainer and CreateContainer
- * (runtime/container/checkpoint*.ts).
+ * checkpointed at one consistent cut into one archive, and restored as a
+ * new sandbox with its containers CREATED (StartContainer then restores
+ * each one's processes). Protobuf shapes ⇄ runtime/pod-checkpoint/; the
+ * call's deadline reaches the runtime as ctx.signal.
  */
-import type { HandlerTable } from "./handlers.ts";
+import type { CallContext, HandlerTable } from "./handlers.ts";
 import type * as cri from "./proto-types.ts";
-import { unimplemented } from "../errors.ts";
+import { invalidArgument } from "../errors.ts";
+import { specFromCri } from "./container-rpcs.ts";
+import { sandboxSpecFromCri } from "./sandbox-rpcs.ts";
+import type { PodCheckpointer } from "../runtime/pod-checkpoint/checkpoint.ts";
+import type { PodRestorer } from "../runtime/pod-checkpoint/restore.ts";
 
-const NOT_YET =
-  "cridock does not checkpoint or restore whole pods yet; single containers are checkpointed with CheckpointContainer " +
-  "(kubelet's checkpoint API) and restored by creating a container from the archive";
+export interface PodCheckpointRpcDeps {
+  podCheckpoints: { checkpointer: PodCheckpointer; restorer: PodRestorer };
+}
 
-export function podCheckpointRpcs(): HandlerTable {
+export function podCheckpointRpcs({ podCheckpoints }: PodCheckpointRpcDeps): HandlerTable {
   return {
-    async CheckpointPod(_request: cri.CheckpointPodRequest): Promise<cri.CheckpointPodResponse> {
-      throw unimplemented(`CheckpointPod: ${NOT_YET}`);
+    async CheckpointPod(request: cri.CheckpointPodRequest, ctx: CallContext): Promise<cri.CheckpointPodResponse> {
+      await podCheckpoints.checkpointer.checkpoint(
+        {
+          sandboxId: request.podSandboxId ?? "",
+          outputPath: request.outputPath ?? "",
+          containerIds: [...(request.containerIds ?? [])],
+          options: { ...(request.options ?? {}) },
+        },
+        ctx.signal,
+      );
+      return {};
     },
 
-    async RestorePod(_request: cri.RestorePodRequest): Promise<cri.RestorePodResponse> {
-      throw unimplemented(`RestorePod: ${NOT_YET}`);
+    async RestorePod(request: cri.RestorePodRequest, ctx: CallContext): Promise<cri.RestorePodResponse> {
+      const runtimeHandler = request.runtimeHandler ?? "";
+      const containers = (request.containerConfigs ?? []).map((config, i) => {
+        if (!config.metadata?.name) throw invalidArgument(`container_configs[${i}] has no metadata.name: it names the checkpointed container it configures`);
+        // The image is the checkpoint's: a config's own image is not asked for.
+        return specFromCri({ ...config, image: { ...(config.image ?? {}), image: config.image?.image || "checkpoint" } });
+      });
+      const result = await podCheckpoints.restorer.restore(
+        {
+          checkpointPath: request.checkpointPath ?? "",
+          sandbox: request.config ? sandboxSpecFromCri({ config: request.config, runtimeHandler }) : undefined,
+          runtimeHandler,
+          options: { ...(request.options ?? {}) },
+          containers,
+        },
+        ctx.signal,
+      );
+      return { podSandboxId: result.sandboxId, restoredContainers: result.containers.map((c) => ({ name: c.name, containerId: c.id })) };
     },
   };
 }

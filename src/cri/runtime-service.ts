@@ -11,7 +11,7 @@ import { streamingRpcs, type StreamingRpcDeps } from "./streaming-rpcs.ts";
 import { containerRpcs, type ContainerRpcDeps } from "./container-rpcs.ts";
 import { metricsRpcs, type MetricsRpcDeps } from "./metrics-rpcs.ts";
 import { containerEventRpcs, type ContainerEventRpcDeps } from "./container-events-rpcs.ts";
-import { podCheckpointRpcs } from "./pod-checkpoint-rpcs.ts";
+import { podCheckpointRpcs, type PodCheckpointRpcDeps } from "./pod-checkpoint-rpcs.ts";
 
 export type RuntimeServiceDeps = RuntimeInfoDeps &
   SandboxRpcDeps &
@@ -19,7 +19,8 @@ export type RuntimeServiceDeps = RuntimeInfoDeps &
   ContainerRpcDeps &
   StreamingRpcDeps &
   MetricsRpcDeps &
-  ContainerEventRpcDeps;
+  ContainerEventRpcDeps &
+  PodCheckpointRpcDeps;
 
 export function runtimeServiceRpcs(deps: RuntimeServiceDeps): HandlerTable {
   return {
@@ -30,6 +31,6 @@ export function runtimeServiceRpcs(deps: RuntimeServiceDeps): HandlerTable {
     ...containerRpcs(deps),
     ...metricsRpcs(deps),
     ...containerEventRpcs(deps),
-    ...podCheckpointRpcs(),
+    ...podCheckpointRpcs(deps),
   };
 }

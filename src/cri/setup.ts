@@ -42,7 +42,7 @@ export interface CriServerParts {
 }
 
 export function createCriServer<C extends CriServerSettings>(config: C, log: Logger, { runtime, views, streaming, gate, wrap }: CriServerParts): CriServer {
-  const { status, sandboxes, containers, imageFs, images } = runtime;
+  const { status, sandboxes, containers, imageFs, images, podCheckpoints } = runtime;
   const { sandboxContainers, stats, podMetrics, containerEvents } = views;
   return new CriServer({
     socketPath: config.listenSocket,
@@ -57,6 +57,7 @@ export function createCriServer<C extends CriServerSettings>(config: C, log: Log
         stats,
         podMetrics,
         containers,
+        podCheckpoints,
         containerEvents,
         exec: streaming.exec,
         portForwarder: streaming.portForwarder,

@@ -369,6 +369,15 @@ export class DockerClient {
     });
   }
 
+  /** Freezes every process of the container (the cgroup freezer, through runc). */
+  async pauseContainer(id: string): Promise<void> {
+    await this.json("POST", `/containers/${encodeURIComponent(id)}/pause`);
+  }
+
+  async unpauseContainer(id: string): Promise<void> {
+    await this.json("POST", `/containers/${encodeURIComponent(id)}/unpause`);
+  }
+
   async killContainer(id: string, signal = "KILL"): Promise<void> {
     await this.json("POST", `/containers/${encodeURIComponent(id)}/kill`, { query: { signal } });
   }

@@ -23,6 +23,8 @@ import { DockerImageFiles } from "./image-files.ts";
 import { ImageFilesystem } from "./image/imagefs.ts";
 import { ImageManager, type ImageManagerOptions } from "./image/manager.ts";
 import { PodMetricsService } from "./pod-metrics.ts";
+import { PodCheckpointer } from "./pod-checkpoint/checkpoint.ts";
+import { PodRestorer } from "./pod-checkpoint/restore.ts";
 import { SandboxManager } from "./sandbox/manager.ts";
 import type { SandboxRecord } from "./sandbox/record.ts";
 import { StatsService } from "./stats.ts";
@@ -59,6 +61,8 @@ export interface RuntimeDomain {
   imageFiles: DockerImageFiles;
   sandboxes: SandboxManager;
   containers: ContainerManager;
+  /** CheckpointPod and RestorePod (KEP-5823), over the sandboxes and containers. */
+  podCheckpoints: { checkpointer: PodCheckpointer; restorer: PodRestorer };
   /** The OCI layer's periodic sweep of idmapped rootfs left behind; stopped with cridock. */
   rootfsSweeper: { stop(): void };
   /** Registers the OCI layer again after a tool removed it from daemon.json (absent when turned off); stopped with cridock. */
@@ -117,7 +121,11 @@ export async function createRuntimeDomain({ settings, log, docker, network, podC
     userns: () => userns.current(),
     mountOptions,
   });
-  return { status, imageFs, images, logFollowers, sandboxStore, imageFiles, sandboxes, containers, rootfsSweeper, ociLayerReregistrar: reregistrar };
+  const podCheckpoints = {
+    checkpointer: new PodCheckpointer({ docker, sandboxes, containers, log, rootDirectory: settings.rootDirectory }),
+    restorer: new PodRestorer({ docker, sandboxes, containers, log, rootDirectory: settings.rootDirectory }),
+  };
+  return { status, imageFs, images, logFollowers, sandboxStore, imageFiles, sandboxes, containers, podCheckpoints, rootfsSweeper, ociLayerReregistrar: reregistrar };
 }
 
 /** What kubelet polls or streams about pods, over the domain. */

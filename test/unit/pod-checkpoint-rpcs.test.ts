@@ -1,8 +1,10 @@
 /**
  * CheckpointPod and RestorePod (cri-api v0.37) are in the RuntimeService's
  * handler table, behind the start-up gate as the other pod calls are, and
- * answer UNIMPLEMENTED saying what cridock does instead: over a real gRPC
- * call on a unix socket, as kubelet or a client script would make it.
+ * carry their requests to the runtime's pod checkpointer and restorer (here
+ * fakes that record them): over a real gRPC call on a unix socket, as
+ * kubelet or scripts/pod-checkpoint.ts make it. The call's deadline reaches
+ * the runtime as its signal.
  */
 import t from "tap";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -14,9 +16,28 @@ import { runtimeServiceRpcs } from "../../src/cri/runtime-service.ts";
 import { StartupGate, UNGATED_METHODS } from "../../src/cri/startup-gate.ts";
 import { criRoot, methodNames } from "../../src/cri/proto.ts";
 import { createLogger } from "../../src/log.ts";
+import { invalidArgument } from "../../src/errors.ts";
+import type { PodCheckpointRequest } from "../../src/runtime/pod-checkpoint/checkpoint.ts";
+import type { PodRestoreRequest } from "../../src/runtime/pod-checkpoint/restore.ts";
 
-// No RPC here reaches a dependency: the table is built without any.
-const table = runtimeServiceRpcs({} as never);
+const seen: { checkpoint?: PodCheckpointRequest; restore?: PodRestoreRequest; signal?: AbortSignal } = {};
+const podCheckpoints = {
+  checkpointer: {
+    checkpoint: async (request: PodCheckpointRequest, signal: AbortSignal) => {
+      seen.checkpoint = request;
+      seen.signal = signal;
+      if (request.options.bad) throw invalidArgument('CheckpointPod: unknown option "bad"; cridock takes no options for it');
+      return { path: request.outputPath, bytes: 1, containers: [], pausedMs: 0 };
+    },
+  },
+  restorer: {
+    restore: async (request: PodRestoreRequest) => {
+      seen.restore = request;
+      return { sandboxId: "d".repeat(64), containers: [{ name: "count", id: "e".repeat(64) }] };
+    },
+  },
+};
+const table = runtimeServiceRpcs({ podCheckpoints } as never);
 const gate = new StartupGate("recovery");
 gate.open();
 
@@ -31,12 +52,15 @@ t.teardown(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function call(method: string, request: Record<string, unknown>): Promise<grpc.ServiceError | undefined> {
+function call(method: string, request: Record<string, unknown>): Promise<{ err?: grpc.ServiceError; response?: Record<string, unknown> }> {
   const type = criRoot().lookupType(`runtime.v1.${method}Request`);
+  const responseType = criRoot().lookupType(`runtime.v1.${method}Response`);
   const bytes = Buffer.from(type.encode(type.fromObject(request)).finish());
   const identity = (b: Buffer) => b;
   return new Promise((resolve) =>
-    client.makeUnaryRequest(`/runtime.v1.RuntimeService/${method}`, identity, identity, bytes, { deadline: Date.now() + 10_000 }, (err) => resolve(err ?? undefined)),
+    client.makeUnaryRequest(`/runtime.v1.RuntimeService/${method}`, identity, identity, bytes, { deadline: Date.now() + 10_000 }, (err, value) =>
+      resolve(err ? { err } : { response: responseType.toObject(responseType.decode(value!)) as Record<string, unknown> }),
+    ),
   );
 }
 
@@ -45,14 +69,34 @@ t.test("every RuntimeService RPC of cri-api v0.37 has a handler in the table", a
   t.notOk(UNGATED_METHODS.has("CheckpointPod") || UNGATED_METHODS.has("RestorePod"), "pod calls wait for the start's reconciliation");
 });
 
-t.test("CheckpointPod answers UNIMPLEMENTED with what cridock does instead", async (t) => {
-  const err = await call("CheckpointPod", { podSandboxId: "a".repeat(64), outputPath: "/var/lib/kubelet/checkpoints/pod", containerIds: ["b".repeat(64)], options: {} });
-  t.equal(err?.code, grpc.status.UNIMPLEMENTED);
-  t.match(err?.details, /^CheckpointPod: cridock does not checkpoint or restore whole pods yet; single containers are checkpointed with CheckpointContainer/);
+t.test("CheckpointPod carries its request and the call's deadline to the checkpointer", async (t) => {
+  const { err } = await call("CheckpointPod", { podSandboxId: "a".repeat(64), outputPath: "/var/lib/kubelet/checkpoints/pod.tar", containerIds: ["b".repeat(64)], options: {} });
+  t.equal(err, undefined);
+  t.same(seen.checkpoint, { sandboxId: "a".repeat(64), outputPath: "/var/lib/kubelet/checkpoints/pod.tar", containerIds: ["b".repeat(64)], options: {} });
+  t.ok(seen.signal instanceof AbortSignal, "the deadline as a signal");
+  const refused = await call("CheckpointPod", { podSandboxId: "a".repeat(64), outputPath: "/p.tar", options: { bad: "1" } });
+  t.equal(refused.err?.code, grpc.status.INVALID_ARGUMENT);
+  t.match(refused.err?.details, /unknown option "bad"/);
 });
 
-t.test("RestorePod answers UNIMPLEMENTED with what cridock does instead", async (t) => {
-  const err = await call("RestorePod", { checkpointPath: "/var/lib/kubelet/checkpoints/pod", config: { metadata: { name: "web", namespace: "default", uid: "u1" } }, containerConfigs: [{ metadata: { name: "app" } }] });
-  t.equal(err?.code, grpc.status.UNIMPLEMENTED);
-  t.match(err?.details, /^RestorePod: cridock does not checkpoint or restore whole pods yet/);
+t.test("RestorePod: the sandbox config and container configs converted, the new ids answered", async (t) => {
+  const { err, response } = await call("RestorePod", {
+    checkpointPath: "/var/lib/kubelet/checkpoints/pod.tar",
+    config: { metadata: { name: "web", namespace: "default", uid: "u2", attempt: 1 }, logDirectory: "/var/log/pods/x" },
+    runtimeHandler: "runc",
+    containerConfigs: [{ metadata: { name: "count" }, workingDir: "/w" }],
+  });
+  t.equal(err, undefined);
+  t.same(response, { podSandboxId: "d".repeat(64), restoredContainers: [{ name: "count", containerId: "e".repeat(64) }] });
+  t.match(seen.restore, {
+    checkpointPath: "/var/lib/kubelet/checkpoints/pod.tar",
+    sandbox: { metadata: { name: "web", namespace: "default", uid: "u2", attempt: 1 }, logDirectory: "/var/log/pods/x", runtimeHandler: "runc" },
+    runtimeHandler: "runc",
+    containers: [{ name: "count", workingDir: "/w" }],
+  });
+  await call("RestorePod", { checkpointPath: "/p.tar" });
+  t.equal(seen.restore?.sandbox, undefined, "no config: the checkpointed sandbox's");
+  const unnamed = await call("RestorePod", { checkpointPath: "/p.tar", containerConfigs: [{ envs: [] }] });
+  t.equal(unnamed.err?.code, grpc.status.INVALID_ARGUMENT);
+  t.match(unnamed.err?.details, /container_configs\[0\] has no metadata.name/);
 });

@@ -15,6 +15,11 @@ import { posix } from "node:path";
 import { CridockError, invalidArgument } from "../../errors.ts";
 import { ARCHIVE } from "./checkpoint-archive.ts";
 import type { CheckpointConfigDump, OciSpec } from "./checkpoint-metadata.ts";
+// Types only: tar-stream itself is loaded on the first read (startup loads no tar code).
+import type { Extract } from "tar-stream";
+
+/** One entry of a tar being read: its header, and its body as a stream (tar-stream exports no name for it). */
+export type TarEntry = Extract extends AsyncIterable<infer E> ? E : never;
 
 /** config.dump, spec.dump and deleted.files are small: a larger one is not an archive of ours or CRI-O's. */
 const MAX_JSON_BYTES = 8 * 1024 * 1024;
@@ -49,13 +54,9 @@ export async function readCheckpointArchive(path: string, sink?: CheckpointArchi
   let hasRootfsDiff = false;
   let imageFiles = 0;
   let inventory = false;
-  const { extract } = await import("tar-stream");
-  const reader = extract();
-  const file = createReadStream(path);
-  file.once("error", (err) => reader.destroy(err));
-  file.pipe(reader);
+  const tar = await openTar(path);
   try {
-    for await (const entry of reader) {
+    for await (const entry of tar.entries) {
       signal?.throwIfAborted();
       const { type, size = 0 } = entry.header;
       const name = entryName(entry.header.name);
@@ -104,8 +105,7 @@ export async function readCheckpointArchive(path: string, sink?: CheckpointArchi
     if (signal?.aborted) throw err;
     throw bad("it cannot be read as a tar archive", err);
   } finally {
-    reader.destroy();
-    file.destroy();
+    tar.close();
   }
   if (!inventory) throw bad(`it has no ${ARCHIVE.checkpointDirectory}/inventory.img (CRIU's images)`);
   return {
@@ -117,8 +117,27 @@ export async function readCheckpointArchive(path: string, sink?: CheckpointArchi
   };
 }
 
+/**
+ * The entries of the tar at `path` as they are read (tar-stream, loaded
+ * on first use); `close` stops the reading: call it in a finally.
+ */
+export async function openTar(path: string): Promise<{ entries: AsyncIterable<TarEntry>; close(): void }> {
+  const { extract } = await import("tar-stream");
+  const reader = extract();
+  const file = createReadStream(path);
+  file.once("error", (err) => reader.destroy(err));
+  file.pipe(reader);
+  return {
+    entries: reader,
+    close() {
+      reader.destroy();
+      file.destroy();
+    },
+  };
+}
+
 /** An entry's name without "./" or a trailing "/"; undefined when it is absolute or leaves the archive. */
-function entryName(raw: string): string | undefined {
+export function entryName(raw: string): string | undefined {
   const name = raw.replace(/^(\.\/)+/, "").replace(/\/+$/, "");
   if (!name || name.startsWith("/") || name.includes("\0")) return undefined;
   if (posix.normalize(name) !== name || name.split("/").includes("..")) return undefined;

@@ -80,8 +80,12 @@ export class ContainerRestorer {
     private readonly log: Logger,
   ) {}
 
-  /** Checks the archive at a path CreateContainer named and finds its image, before anything is created. */
-  async plan(archive: string, signal?: AbortSignal): Promise<RestorePlan> {
+  /**
+   * Checks the archive at a path CreateContainer named and finds its image,
+   * before anything is created. `source`: what messages name it (the path,
+   * or what the path is a copy of).
+   */
+  async plan(archive: string, signal?: AbortSignal, source = archive): Promise<RestorePlan> {
     if (archive.includes("\0") || posix.normalize(archive) !== archive) {
       throw invalidArgument(`image ${JSON.stringify(archive)} is a path, but not a clean absolute path of a checkpoint archive`);
     }
@@ -93,9 +97,9 @@ export class ContainerRestorer {
       throw invalidArgument(`checkpoint archive ${archive} cannot be read`, err);
     }
     if (!info.isFile()) throw invalidArgument(`checkpoint archive ${archive} is not a regular file`);
-    const metadata = await readCheckpointArchive(archive, undefined, signal);
-    await this.requireExperimental(archive);
-    return { ...(await this.findImage(archive, metadata)), archive, source: archive, metadata, release: async () => undefined };
+    const metadata = await readCheckpointArchive(archive, undefined, signal, source);
+    await this.requireExperimental(source);
+    return { ...(await this.findImage(source, metadata)), archive, source, metadata, release: async () => undefined };
   }
 
   /**

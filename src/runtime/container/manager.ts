@@ -140,11 +140,15 @@ export class ContainerManager {
     this.restorer = new ContainerRestorer(options.docker, options.images, checkpointImages, this.log);
   }
 
-  async create(sandboxId: string, requested: ContainerSpec): Promise<string> {
+  /**
+   * `restoreSource`: what a restore from an archive path is from, as its
+   * messages and label name it, when the path is a copy (RestorePod's).
+   */
+  async create(sandboxId: string, requested: ContainerSpec, { restoreSource }: { restoreSource?: string } = {}): Promise<string> {
     validateSpec(requested);
     const timer = new StepTimer("CreateContainer");
     const view = await timer.time("sandbox.view", () => this.options.sandboxes.view(sandboxId));
-    const { image, restore } = await this.imageOrCheckpoint(requested.image, timer);
+    const { image, restore } = await this.imageOrCheckpoint(requested.image, timer, restoreSource);
     try {
       // A restore creates the container from the checkpointed container's image.
       const spec = restore ? { ...requested, image: restore.imageName, userImage: restore.imageName } : requested;
@@ -160,9 +164,9 @@ export class ContainerManager {
    * archive; a checkpoint image (checkpoint-image.ts) is recognised once
    * resolved.
    */
-  private async imageOrCheckpoint(reference: string, timer: StepTimer): Promise<{ image: ResolvedImage; restore?: RestorePlan }> {
+  private async imageOrCheckpoint(reference: string, timer: StepTimer, restoreSource?: string): Promise<{ image: ResolvedImage; restore?: RestorePlan }> {
     if (isCheckpointArchivePath(reference)) {
-      const restore = await timer.time("restore.plan", () => this.restorer.plan(reference));
+      const restore = await timer.time("restore.plan", () => this.restorer.plan(reference, undefined, restoreSource));
       return { image: restore.image, restore };
     }
     const image = await timer.time("image.resolve", () => this.options.images.resolveImage(reference));

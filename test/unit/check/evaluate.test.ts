@@ -13,6 +13,7 @@ function goodFacts(): NodeFacts {
     privileged: { tried: false, reason: "the bounding set is full" },
     oomScore: { restricted: false, hostRestricted: false, floor: 0, reason: "scores can be lowered" },
     ociLayer: { ready: true, runtime: "cridock", launcher: "/var/lib/cridock/oci-runtime", delegate: "/usr/sbin/runc" },
+    checkpoint: { experimental: true, criu: "/usr/sbin/criu" },
     pause: { image: "registry.k8s.io/pause:3.10.2", present: true },
     streaming: { host: "127.0.0.1", port: 0, bindable: true },
     socket: { activated: false, path: "/var/run/cridock.sock", state: "absent", dirUsable: true },
@@ -27,7 +28,7 @@ function item(facts: NodeFacts, name: string) {
 
 t.test("a good node: every item OK, exit 0, one line each", async (t) => {
   const items = evaluate(goodFacts());
-  t.same(items.map((i) => i.name), ["runtime", "docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "oci-layer", "mount-options", "pause-image", "streaming", "socket"]);
+  t.same(items.map((i) => i.name), ["runtime", "docker", "cgroup", "cni", "root-directory", "capabilities", "oom-score-adj", "oci-layer", "mount-options", "checkpoint", "pause-image", "streaming", "socket"]);
   t.ok(items.every((i) => i.verdict === "ok"), formatItems(items));
   t.equal(exitCode(items), 0);
   t.equal(formatItems(items).split("\n").length, items.length);
@@ -130,6 +131,17 @@ t.test("mount-options: honoured with the layer; without it, on cgroup v1 too, a 
   }
   t.equal(exitCode(evaluate({ ...goodFacts(), ociLayer: absent })), 0, "a node without them still serves pods");
   t.match(item({ docker: { ok: false, error: "connect ENOENT" }, ociLayer: undefined }), { verdict: "warn", detail: /unknown/ });
+});
+
+t.test("checkpoint: served with experimental mode and criu; without either, a warning naming what is missing and how to add it", async (t) => {
+  const item = (facts: Partial<NodeFacts>) => evaluate({ ...goodFacts(), ...facts }).find((i) => i.name === "checkpoint")!;
+  t.match(item({}), { verdict: "ok", detail: /CheckpointContainer, CheckpointPod and RestorePod are served: .*criu is \/usr\/sbin\/criu/ });
+  const neither = item({ checkpoint: { experimental: false } });
+  t.match(neither, { verdict: "warn", detail: /answer UNIMPLEMENTED: dockerd runs without --experimental.*; criu is not installed/ });
+  t.match(neither.fix, /"experimental": true in \/etc\/docker\/daemon.json.*; install criu/);
+  t.match(item({ checkpoint: { experimental: true } }), { verdict: "warn", detail: /UNIMPLEMENTED: criu is not installed/ });
+  t.equal(exitCode(evaluate({ ...goodFacts(), checkpoint: { experimental: false } })), 0, "a node without them still serves pods");
+  t.match(item({ docker: { ok: false, error: "connect ENOENT" }, checkpoint: undefined }), { verdict: "warn", detail: /unknown/ });
 });
 
 t.test("mountOf finds the longest mount point holding a path", async (t) => {
