@@ -161,8 +161,8 @@ export const VM_CHAIN: readonly VmStep[] = [
   {
     suite: "vm-lifecycle",
     node: "debian13-docker29",
-    estimateS: 1100,
-    onlyHere: "a node's reboots, and CheckpointContainer through CRIU, which fails on the host's kernel",
+    estimateS: 1450,
+    onlyHere: "a node's reboots, and CheckpointContainer and CheckpointPod through CRIU, which fails on the host's kernel",
   },
   {
     suite: "vm-kubeadm",
