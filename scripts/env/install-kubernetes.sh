@@ -110,22 +110,30 @@ build_kubernetes() {
   log "installed Kubernetes $KUBERNETES_VERSION and etcd in $KUBERNETES_BIN_DIR ($((SECONDS - started)) s)"
 }
 
+# write_requiring_module GO DIR NAME MODULE VERSION: DIR/go.mod of a scratch
+# module that requires MODULE at VERSION alone, at the Go version MODULE's own
+# go.mod asks for: what builds one command of it with its published graph.
+write_requiring_module() {
+  local go="$1" dir="$2" name="$3" module="$4" version="$5" gomod
+  gomod="$(go_mod_file "$go" "$module@$version")"
+  [[ -n "$gomod" && -f "$gomod" ]] || die "go mod download $module@$version gave no go.mod"
+  {
+    echo "module cridock.local/$name"
+    echo
+    sed -n 's/^go \(.*\)$/go \1/p' "$gomod" | head -n 1
+    echo
+    echo "require $module $version"
+  } >"$dir/go.mod"
+}
+
 # build_etcd GO OUT: etcd's server at kubeadm's version (ETCD_VERSION), in a
 # scratch module that requires it alone (etcd's own go.mod replaces its
 # sibling modules with directories, which a dependent does not see: it
 # takes the versions that go.mod requires, as k8s.io/kubernetes does).
 build_etcd() {
-  local go="$1" out="$2" version="v${ETCD_VERSION%-*}" gomod dir
+  local go="$1" out="$2" version="v${ETCD_VERSION%-*}" dir
   dir="$(mktemp -d /tmp/cridock-etcd.XXXXXX)"
-  gomod="$(go_mod_file "$go" "$ETCD_PACKAGE@$version")"
-  [[ -n "$gomod" && -f "$gomod" ]] || die "go mod download $ETCD_PACKAGE@$version gave no go.mod"
-  {
-    echo "module cridock.local/etcd-build"
-    echo
-    sed -n 's/^go \(.*\)$/go \1/p' "$gomod" | head -n 1
-    echo
-    echo "require $ETCD_PACKAGE $version"
-  } >"$dir/go.mod"
+  write_requiring_module "$go" "$dir" etcd-build "$ETCD_PACKAGE" "$version"
   printf 'package main\n\nimport _ "%s/etcdmain"\n\nfunc main() {}\n' "$ETCD_PACKAGE" >"$dir/main.go"
   (
     cd "$dir"
@@ -136,21 +144,13 @@ build_etcd() {
 }
 
 build_coredns() {
-  local go="$1" scratch gomod started
+  local go="$1" scratch started
   scratch="$(mktemp -d /tmp/cridock-coredns.XXXXXX)"
   # shellcheck disable=SC2064  # expand now
   trap "rm -rf '$scratch'" EXIT
   log "building CoreDNS $COREDNS_VERSION (log: $BUILD_LOG)"
   started="$SECONDS"
-  gomod="$(go_mod_file "$go" "$COREDNS_MODULE@$COREDNS_VERSION")"
-  [[ -n "$gomod" && -f "$gomod" ]] || die "go mod download $COREDNS_MODULE@$COREDNS_VERSION gave no go.mod"
-  {
-    echo "module cridock.local/coredns-build"
-    echo
-    sed -n 's/^go \(.*\)$/go \1/p' "$gomod" | head -n 1
-    echo
-    echo "require $COREDNS_MODULE $COREDNS_VERSION"
-  } >"$scratch/go.mod"
+  write_requiring_module "$go" "$scratch" coredns-build "$COREDNS_MODULE" "$COREDNS_VERSION"
   # coremain plus the generated plugin list is what CoreDNS' own main imports.
   printf 'package main\n\nimport (\n\t_ "%s/core/plugin"\n\t_ "%s/coremain"\n)\n\nfunc main() {}\n' \
     "$COREDNS_MODULE" "$COREDNS_MODULE" >"$scratch/main.go"
