@@ -274,21 +274,8 @@ interface Arm {
 /** Whether the arm runs a cridock (this tree or another), not another runtime in its place. */
 const isCridock = (arm: Arm): boolean => !arm.criDockerd && !arm.containerd;
 
-/** The N pods held: what the node pays while nothing changes. */
-interface SteadyResult {
-  /** The runtime's CPU (process and direct children) over the window (s). */
-  runtimeCpuS: number;
-  /** dockerd's over the same window (s); 0 for containerd, which is its own engine (its CPU is the runtime's). */
-  engineCpuS: number;
-  /** kubelet's mean PLEG relist over the window (ms). */
-  plegRelistMs: number;
-  /** Medians of 5 calls each, after the window (ms). */
-  summaryMs: number;
-  listContainersMs: number;
-  listSandboxesMs: number;
-  /** The runtime's RSS at the window's end (MB): the pods held a while. */
-  rssHeld: number;
-}
+/** The N pods held, one round: the table's steady figures less the window's length, which is STEADY_S. */
+type SteadyResult = Omit<NonNullable<ArmFigures["steady"]>, "seconds">;
 
 /** kubelet's relist histogram: seconds summed and relists counted so far. */
 async function plegRelists(env: KubeletEnv): Promise<{ seconds: number; count: number }> {
@@ -323,7 +310,7 @@ async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<Ste
   const engineCpuS = (await engineCpu()) - engineBefore;
   const to = monotonicMicros();
   // The pods held a while, nothing starting or stopping: the memory they cost at rest.
-  const rssHeld = await rssMb(pid);
+  const rssHeldMb = await rssMb(pid);
   const relistAfter = await plegRelists(env);
   if (scrapeBefore) {
     const scrapeAfter = await env.metrics();
@@ -344,11 +331,11 @@ async function steadyWindow(env: KubeletEnv, arm: Arm, pid: number): Promise<Ste
     }),
     listContainersMs: await medianMs(() => env.cridock.client.call("ListContainers", {})),
     listSandboxesMs: await medianMs(() => env.cridock.client.call("ListPodSandbox", {})),
-    rssHeld,
+    rssHeldMb,
   };
   console.log(
     `[${arm.name}] steady ${STEADY_S} s with ${PODS} pods: runtime CPU ${runtimeCpuS.toFixed(2)} s ` +
-      `(${((runtimeCpuS / STEADY_S) * 100).toFixed(1)}% of a core), dockerd ${engineCpuS.toFixed(2)} s; RSS at its end ${rssHeld.toFixed(1)} MB; ` +
+      `(${((runtimeCpuS / STEADY_S) * 100).toFixed(1)}% of a core), dockerd ${engineCpuS.toFixed(2)} s; RSS at its end ${rssHeldMb.toFixed(1)} MB; ` +
       `PLEG relist mean ${result.plegRelistMs.toFixed(1)} ms over ${relistAfter.count - relistBefore.count}; ` +
       `then Summary API ${result.summaryMs.toFixed(0)} ms, ListContainers ${result.listContainersMs.toFixed(1)} ms, ` +
       `ListPodSandbox ${result.listSandboxesMs.toFixed(1)} ms (medians of 5)` +
@@ -659,7 +646,7 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
               summaryMs: medianOf(steady.map((x) => x.summaryMs)),
               listContainersMs: medianOf(steady.map((x) => x.listContainersMs)),
               listSandboxesMs: medianOf(steady.map((x) => x.listSandboxesMs)),
-              rssHeldMb: medianOf(steady.map((x) => x.rssHeld)),
+              rssHeldMb: medianOf(steady.map((x) => x.rssHeldMb)),
             },
           }
         : {}),

@@ -22,11 +22,17 @@ export interface ArmFigures {
   deleteCpuS: number;
   rssIdleMb: number;
   rssAfterBurstMb: number;
+  /** The N pods held: what the node pays while nothing changes. */
   steady?: {
+    /** The window's length (s). */
     seconds: number;
+    /** The runtime's CPU (process and direct children) over the window (s). */
     runtimeCpuS: number;
+    /** dockerd's over the same window (s); 0 for containerd, which is its own engine (its CPU is the runtime's). */
     engineCpuS: number;
+    /** kubelet's mean PLEG relist over the window (ms). */
     plegRelistMs: number;
+    /** Medians of 5 calls each, after the window (ms). */
     summaryMs: number;
     listContainersMs: number;
     listSandboxesMs: number;
