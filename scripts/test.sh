@@ -174,6 +174,9 @@ main() {
     run_suite "$suite" "$engine"
     TIMES+=("$suite@$engine $((SECONDS - started)) s")
   done
+  # A build still going is stopped now, so that its message comes before the
+  # summary, whose line must be the run's last (.ci/run reads it there).
+  stop_prebuild
   # Where the run's time went: CI has a budget, and this is what it is spent on.
   echo "# ---- time per suite"
   printf '#   %s\n' "setup $setup_seconds s" "${TIMES[@]}"

@@ -120,6 +120,14 @@ require_root() {
   [[ "$(id -u)" == 0 ]] || die "run this as root (it installs packages and starts dockerd)"
 }
 
+# running_job PID: whether PID is a background job of this shell that has
+# not ended. Asked of bash's job table rather than of the kernel: once the job
+# has ended its pid is free, and in a run of an hour the pids wrap (pid_max
+# is 32768 on many hosts), so `kill -0` may find another process under it.
+running_job() {
+  [[ -n "$1" ]] && jobs -rp | grep -qx -- "$1"
+}
+
 # pid_of NAME: the pid recorded for a daemon we started, if it is still alive.
 pid_of() {
   local file="$ENV_RUN_DIR/$1.pid" pid

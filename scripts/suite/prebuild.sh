@@ -28,7 +28,7 @@ start_prebuild() {
 }
 
 stop_prebuild() {
-  [[ -n "$PREBUILD_PID" ]] && kill -0 "$PREBUILD_PID" 2>/dev/null || return 0
+  running_job "$PREBUILD_PID" || return 0
   log "stopping the background build (pid $PREBUILD_PID)"
   kill -TERM -- "-$PREBUILD_PID" 2>/dev/null || true
   wait "$PREBUILD_PID" 2>/dev/null || true

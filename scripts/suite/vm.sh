@@ -276,7 +276,7 @@ collect_vm_beside() {
 # stop_vm_beside: on an early exit, the background suites and their VMs go too.
 stop_vm_beside() {
   [[ -n "$VM_BESIDE_PID" ]] || return 0
-  kill_tree "$VM_BESIDE_PID"
+  ! running_job "$VM_BESIDE_PID" || kill_tree "$VM_BESIDE_PID"
   bash "$CRIDOCK_REPO_ROOT/scripts/vm/node.sh" stop --all </dev/null >/dev/null 2>&1 || true
 }
 
