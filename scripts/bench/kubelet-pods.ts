@@ -30,7 +30,8 @@
  * point CRIDOCK_TEST_DOCKERD_BIN at an Engine 29 build for that comparison.
  * Each cridock arm also prints its CPU over the burst and over the deletion
  * by thread (lib/proc-usage.ts: the main thread, V8's four platform
- * workers, the other threads) with its live helper processes apart.
+ * workers, the other threads, the threads that ended meanwhile) with its
+ * live helper processes apart.
  * Each cridock arm also prints its resident memory split (anonymous and
  * file-backed, from smaps_rollup) idle, after the burst and after the
  * deletion.
@@ -102,7 +103,7 @@ import { BUSYBOX_IMAGE, PAUSE_IMAGE } from "../../test/helpers/env.ts";
 import type { Samples } from "../../test/helpers/metrics-scrape.ts";
 import { cpuProfileFlags, monotonicMicros } from "./lib/cpu-profile.ts";
 import { parseExposition } from "../../test/helpers/metrics-scrape.ts";
-import { formatThreadCpu, residentSplit, rssMb, threadCpuDelta, threadCpuSeconds, treeCpuSeconds, type ResidentSplit } from "./lib/proc-usage.ts";
+import { formatThreadCpu, residentSplit, rssMb, threadCpuDelta, threadCpuSample, treeCpuSeconds, type ResidentSplit } from "./lib/proc-usage.ts";
 import { commandLine, recordResult } from "./lib/results.ts";
 import { podsTable, type ArmFigures } from "./lib/pods-table.ts";
 import { REPO_ROOT } from "../../test/helpers/cridock-process.ts";
@@ -415,7 +416,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     await heapSnapshot(pid, "idle");
     const scrapeBefore = metrics ? await env.metrics() : undefined;
     const cpuBefore = cpuSeconds(pid);
-    const threadsBefore = threadCpuSeconds(pid);
+    const threadsBefore = threadCpuSample(pid);
     const written = new Map<string, number>();
     const from = Date.now();
     await Promise.all(
@@ -451,7 +452,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
       deletionS: 0,
       load: { start: loadStart, end: NaN, vm },
     };
-    const threadsBurst = threadCpuDelta(threadsBefore, threadCpuSeconds(pid));
+    const threadsBurst = threadCpuDelta(threadsBefore, threadCpuSample(pid));
     const splitAfter = await residentSplit(pid);
     const runningMonotonic = monotonicMicros();
     await heapSnapshot(pid, "after the burst");
@@ -478,14 +479,14 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
     const deleting = Date.now();
     const deletingMonotonic = monotonicMicros();
     const cpuBeforeDelete = cpuSeconds(pid);
-    const threadsBeforeDelete = threadCpuSeconds(pid);
+    const threadsBeforeDelete = threadCpuSample(pid);
     const faultsBeforeDelete = minorFaults(pid);
     for (const name of names) await env.deletePod(name);
     const gone = Date.now() + 180_000;
     while ((await env.runningPodContainers()) > 0 && Date.now() < gone) await sleep(500);
     result.deleteCpuS = cpuSeconds(pid) - cpuBeforeDelete;
     result.deleteMinorFaults = minorFaults(pid) - faultsBeforeDelete;
-    const threadsDeletion = threadCpuDelta(threadsBeforeDelete, threadCpuSeconds(pid));
+    const threadsDeletion = threadCpuDelta(threadsBeforeDelete, threadCpuSample(pid));
     sampling = false;
     await sampler;
     result.worstVersionMs = worstVersion;

@@ -111,51 +111,91 @@ export interface ThreadCpu {
   main: number;
   /** V8's platform workers: the garbage collector's and the compiler's background work. */
   v8Workers: number;
-  /** Every other thread: libuv's pool, Node's platform scheduler, worker threads. */
+  /** Every other thread alive at the second reading: libuv's pool, Node's platform scheduler, worker threads. */
   other: number;
+  /**
+   * Threads that ended between the two readings: the process's own total
+   * (which keeps an ended thread's time) less what the live threads account for.
+   */
+  ended: number;
   /** The live direct children (cridock's spawn helpers), all their threads. */
+  children: number;
+}
+
+type ThreadKind = "main" | "v8Workers" | "other";
+
+/** One reading of a process: its total, each live thread's time and kind, its live children's. */
+export interface ThreadSample {
+  process: number;
+  threads: Map<number, { kind: ThreadKind; seconds: number }>;
   children: number;
 }
 
 /** node's --v8-pool-size default: the platform worker threads it starts right after the main thread. */
 const V8_POOL_SIZE = 4;
+/** The name Node (22 and later) gives V8's platform workers (/proc/<pid>/task/<tid>/comm). */
+const V8_WORKER_NAME = "node-V8Worker";
 
 /**
- * Reads each thread's utime and stime (/proc/<pid>/task/<tid>/stat). Node
- * (20, where this was written) names no thread, so V8's workers are told by their order: node starts them
- * (four) before any other thread, so they have the next thread ids after the
- * main thread's. A thread that ended between two readings drops out of the
- * second: Node's threads live as long as the process.
+ * Reads the process's utime and stime and each thread's
+ * (/proc/<pid>/task/<tid>/stat). Node 22 and later name V8's workers
+ * (`node-V8Worker`); Node 20 names no thread, and there they are told by
+ * their order: node starts them (four) before any other thread, so they
+ * have the next thread ids after the main thread's.
  */
-export function threadCpuSeconds(pid: number): ThreadCpu {
-  const out: ThreadCpu = { main: 0, v8Workers: 0, other: 0, children: 0 };
+export function threadCpuSample(pid: number): ThreadSample {
+  const sample: ThreadSample = { process: 0, threads: new Map(), children: 0 };
   let tids: number[] = [];
   try {
+    sample.process = statSeconds(readFileSync(`/proc/${pid}/stat`, "utf8"));
     tids = readdirSync(`/proc/${pid}/task`)
       .map(Number)
       .sort((a, b) => a - b);
   } catch {
-    return out;
+    return sample;
   }
+  const names = new Map(tids.map((tid) => [tid, readOr(`/proc/${pid}/task/${tid}/comm`).trim()]));
+  const named = [...names.values()].includes(V8_WORKER_NAME);
   const children = new Set<number>();
   tids.forEach((tid, i) => {
     try {
       const seconds = statSeconds(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8"));
-      if (tid === pid) out.main += seconds;
-      else if (i <= V8_POOL_SIZE) out.v8Workers += seconds;
-      else out.other += seconds;
-      for (const c of readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean)) children.add(Number(c));
+      const v8Worker = named ? names.get(tid) === V8_WORKER_NAME : i <= V8_POOL_SIZE;
+      sample.threads.set(tid, { kind: tid === pid ? "main" : v8Worker ? "v8Workers" : "other", seconds });
+      for (const c of readOr(`/proc/${pid}/task/${tid}/children`).split(" ").filter(Boolean)) children.add(Number(c));
     } catch {
-      // the thread ended meanwhile
+      // the thread ended meanwhile: the process's total keeps its time
     }
   });
   for (const child of children) {
     try {
-      out.children += statSeconds(readFileSync(`/proc/${child}/stat`, "utf8"));
+      sample.children += statSeconds(readFileSync(`/proc/${child}/stat`, "utf8"));
     } catch {
       // ended meanwhile
     }
   }
+  return sample;
+}
+
+/** A /proc file's text, or "" once what it describes has gone. */
+function readOr(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * What the process spent between two readings, by kind of thread. A thread
+ * alive at the second reading counts from the first (or from its start);
+ * the time of one that ended in between is the `ended` remainder.
+ */
+export function threadCpuDelta(before: ThreadSample, after: ThreadSample): ThreadCpu {
+  const out: ThreadCpu = { main: 0, v8Workers: 0, other: 0, ended: 0, children: after.children - before.children };
+  for (const [tid, thread] of after.threads) out[thread.kind] += thread.seconds - (before.threads.get(tid)?.seconds ?? 0);
+  // Rounded to the tick: the readings are whole ticks, and their sums are not exact in floating point.
+  out.ended = Math.max(0, Math.round((after.process - before.process - out.main - out.v8Workers - out.other) * TICKS_PER_SECOND) / TICKS_PER_SECOND);
   return out;
 }
 
@@ -165,16 +205,6 @@ function statSeconds(stat: string): number {
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
 }
 
-/** `after` − `before`, thread kind by thread kind. */
-export function threadCpuDelta(before: ThreadCpu, after: ThreadCpu): ThreadCpu {
-  return {
-    main: after.main - before.main,
-    v8Workers: after.v8Workers - before.v8Workers,
-    other: after.other - before.other,
-    children: after.children - before.children,
-  };
-}
-
 export function formatThreadCpu(t: ThreadCpu): string {
-  return `main thread ${t.main.toFixed(2)} s, V8 workers ${t.v8Workers.toFixed(2)} s, other threads ${t.other.toFixed(2)} s, helper processes ${t.children.toFixed(2)} s`;
+  return `main thread ${t.main.toFixed(2)} s, V8 workers ${t.v8Workers.toFixed(2)} s, other threads ${t.other.toFixed(2)} s, threads that ended ${t.ended.toFixed(2)} s, helper processes ${t.children.toFixed(2)} s`;
 }
