@@ -1,9 +1,9 @@
 /**
  * Once capYoungGeneration() ran (src/young-generation.ts, when cridock
  * serves), V8's young generation grows no further than YOUNG_GENERATION_CAP
- * however much survives its scavenges (within V8_OVERSHOOT); without it,
- * the same allocation grows it past 32 MB. Measured in a fresh node, whose young generation
- * starts below the cap.
+ * however much survives its scavenges (within what V8 14 adds past it);
+ * without it, the same allocation grows it past 32 MB. Measured in a fresh
+ * node, whose young generation starts below the cap.
  */
 import t from "tap";
 import { spawnSync } from "node:child_process";
@@ -41,39 +41,41 @@ function largestYoungGeneration(capped: boolean, nodeFlags: string[] = []): { la
 }
 
 /**
- * What V8 14 (Node 26) reports past the cap: 8 to 11 MB over runs with the cap at 8 (and 54.5
- * uncapped), as --max-semi-space-size=4 at start gave 8.5 to 10.25. V8 14 no longer grows the
- * young generation only by doubling it at a scavenge, and what else grows it was not pinned
- * down; the cap still keeps it from V8's own 32 MB and more.
+ * How far past the cap V8 14 (Node 26) lets the young generation go, either
+ * way, is not fixed, so each way is held against the same allocation
+ * unheld, run beside it on the same machine (52 to 54.25 MB here): at most
+ * half of that, where the cap is about a seventh.
+ * - The start option (--max-semi-space-size=4, what the executable ships):
+ *   8 to 11.25 MB in 60 runs on a loaded machine, up to 15.25 MB on a
+ *   quiet one. V8 14 keeps pages in the young generation beside its two
+ *   semi-spaces (the largest reading had 11 MB in use, more than both
+ *   hold), so twice the semi-space is no bound: a limit of the cap plus 4 MB
+ *   failed 1 run in 5.
+ * - The run-time cap (the npm package and tsx, which cannot start V8 with
+ *   the option; Deno ignores both) acts from a GC observer that V8 calls
+ *   back after the fact, in batches: 9 to 19.5 MB over a dozen runs here,
+ *   17.75 MB in a CI run with the VM chain and tool builds beside it. A
+ *   limit of a third of the unheld growth (18 MB) failed some of them.
  */
-const V8_OVERSHOOT = 4 * MB;
+const HELD_LIMIT_OF_UNHELD = 1 / 2;
 
-/**
- * The run-time cap acts from a GC observer, which V8 calls back after the
- * fact, in batches: how far V8 14 grows the young generation before the
- * observer turns growth off depends on how loaded the machine is (12.25 MB
- * with the unit suite on two jobs, 17.75 MB in a CI run with the VM chain
- * and the tool builds beside it). So the fallback of the routes that cannot
- * start V8 with the option (the npm package, tsx; Deno ignores both) is
- * held against the same allocation unheld, run right after it on the same
- * machine: at most a third of that. The start option, which is what the
- * executable ships, is held to the cap itself (the next test).
- */
-const RUN_TIME_LIMIT_OF_UNHELD = 1 / 3;
-
-t.test("the young generation stays at the cap once capped, and grows past it otherwise", async (t) => {
+t.test("the young generation stays near the cap once capped at run time, and grows far past it otherwise", async (t) => {
   const capped = largestYoungGeneration(true);
   t.ok(capped.largest >= capped.cap / 2, `it still grows up to the cap (${capped.largest / MB} MB)`);
   const free = largestYoungGeneration(false);
   t.ok(free.largest > 4 * capped.cap, `uncapped, V8 grows it far past the cap (${free.largest / MB} MB)`);
   t.ok(
-    capped.largest <= free.largest * RUN_TIME_LIMIT_OF_UNHELD,
-    `capped at run time: largest ${capped.largest / MB} MB, cap ${capped.cap / MB} MB, unheld ${free.largest / MB} MB (at most a third of it)`,
+    capped.largest <= free.largest * HELD_LIMIT_OF_UNHELD,
+    `capped at run time: largest ${capped.largest / MB} MB, cap ${capped.cap / MB} MB, unheld ${free.largest / MB} MB (at most half of it)`,
   );
 });
 
-t.test("the executable's start option holds it at the cap from the first instruction, without the run-time cap", async (t) => {
+t.test("the executable's start option holds it near the cap from the first instruction, without the run-time cap", async (t) => {
   const started = largestYoungGeneration(false, [YOUNG_GENERATION_OPTION]);
-  t.ok(started.largest <= started.cap + V8_OVERSHOOT, `${YOUNG_GENERATION_OPTION}: largest ${started.largest / MB} MB, cap ${started.cap / MB} MB (+${V8_OVERSHOOT / MB} MB of V8's)`);
+  const free = largestYoungGeneration(false);
+  t.ok(
+    started.largest <= free.largest * HELD_LIMIT_OF_UNHELD,
+    `${YOUNG_GENERATION_OPTION}: largest ${started.largest / MB} MB, cap ${started.cap / MB} MB, unheld ${free.largest / MB} MB (at most half of it)`,
+  );
   t.equal(YOUNG_GENERATION_OPTION, `--max-semi-space-size=${started.cap / 2 / MB}`, "the option is half the cap: one of the two semi-spaces");
 });
