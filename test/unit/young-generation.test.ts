@@ -59,10 +59,12 @@ function largestYoungGeneration(capped: boolean, nodeFlags: string[] = []): { la
  */
 const HELD_LIMIT_OF_UNHELD = 1 / 2;
 
+/** The same allocation unheld, measured once for both tests. */
+const free = largestYoungGeneration(false);
+
 t.test("the young generation stays near the cap once capped at run time, and grows far past it otherwise", async (t) => {
   const capped = largestYoungGeneration(true);
   t.ok(capped.largest >= capped.cap / 2, `it still grows up to the cap (${capped.largest / MB} MB)`);
-  const free = largestYoungGeneration(false);
   t.ok(free.largest > 4 * capped.cap, `uncapped, V8 grows it far past the cap (${free.largest / MB} MB)`);
   t.ok(
     capped.largest <= free.largest * HELD_LIMIT_OF_UNHELD,
@@ -72,7 +74,6 @@ t.test("the young generation stays near the cap once capped at run time, and gro
 
 t.test("the executable's start option holds it near the cap from the first instruction, without the run-time cap", async (t) => {
   const started = largestYoungGeneration(false, [YOUNG_GENERATION_OPTION]);
-  const free = largestYoungGeneration(false);
   t.ok(
     started.largest <= free.largest * HELD_LIMIT_OF_UNHELD,
     `${YOUNG_GENERATION_OPTION}: largest ${started.largest / MB} MB, cap ${started.cap / MB} MB, unheld ${free.largest / MB} MB (at most half of it)`,
