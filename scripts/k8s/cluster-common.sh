@@ -164,7 +164,7 @@ kubeadm_starting_kubelet() {
       "$start_kubelet"
       KUBEADM_STARTED_KUBELET=1
     fi
-    kill -0 "$kubeadm" 2>/dev/null || break
+    running_job "$kubeadm" || break
     sleep 1
   done
   wait "$kubeadm"
