@@ -338,34 +338,36 @@ function output(r: RunResult): string {
  */
 async function layerMountHoldersAfter(vm: VmNode, timeoutMs: number): Promise<string[]> {
   const list = "for m in /proc/[0-9]*/mountinfo; do grep -q cridock-rootfs $m 2>/dev/null && p=${m#/proc/} && p=${p%/mountinfo} && echo \"$p $(tr '\\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-160)\"; done; true";
-  let holders: string[] = [];
-  const clear = await waitFor(async () => {
-    holders = (await vm.run(list)).trim().split("\n").filter(Boolean);
-    return holders.length === 0 ? true : undefined;
-  }, timeoutMs, 1000);
-  return clear ? [] : holders;
+  return linesLeftAfter(vm, list, timeoutMs, 1000);
 }
 
 /**
  * The container directories left under the layer's rootfs directory once
  * they stop going, or after `timeoutMs`: none when every delete has come.
+ * Every entry counts, as `ls -A` lists them (a link or a dot-file too).
  * Each one left is named with what Docker knows of its container and what
  * is in it, so that a failure says whose delete never came.
  */
 async function rootfsDirsAfter(vm: VmNode, timeoutMs: number): Promise<string[]> {
   const list = [
-    "for d in /run/cridock-rootfs/*; do",
-    '  [ -e "$d" ] || continue',
-    '  id=${d##*/}',
+    "ls -A /run/cridock-rootfs 2>/dev/null | while IFS= read -r id; do",
     "  s=$(docker inspect -f '{{.State.Status}}' \"$id\" 2>/dev/null | head -n1); [ -n \"$s\" ] || s=none",
-    "  echo \"$id docker:$s entries:$(ls -A \"$d\" 2>/dev/null | tr '\\n' ' ')\"",
+    "  echo \"$id docker:$s entries:$(ls -A \"/run/cridock-rootfs/$id\" 2>/dev/null | tr '\\n' ' ')\"",
     "done; true",
   ].join("\n");
+  return linesLeftAfter(vm, `sh -c ${shellQuote(list)}`, timeoutMs, 2000);
+}
+
+/**
+ * The lines `command` prints in the guest, polled every `pollMs` until it
+ * prints none (then []) or `timeoutMs` has passed (then its last lines).
+ */
+async function linesLeftAfter(vm: VmNode, command: string, timeoutMs: number, pollMs: number): Promise<string[]> {
   let left: string[] = [];
   const clear = await waitFor(async () => {
-    left = (await vm.run(`sh -s`, { input: list })).trim().split("\n").filter(Boolean);
+    left = (await vm.run(command)).trim().split("\n").filter(Boolean);
     return left.length === 0 ? true : undefined;
-  }, timeoutMs, 2000);
+  }, timeoutMs, pollMs);
   return clear ? [] : left;
 }
 
@@ -894,7 +896,7 @@ if (!existsSync(KUBELET)) {
     t.ok(gone, "kubelet stopped the pod");
     t.equal((await vm.run("grep -c cridock-rootfs /proc/self/mountinfo || true")).trim(), "0", "the idmapped mounts went with its containers");
     // A failed create's directory goes with containerd's cleanup delete,
-    // which runs once the task's shim has exited, after Docker has already
+    // which (as containerd's shim manager reads) may come after Docker has
     // answered the create (kubelet retried the broken container until the
     // pod went): waited for, as the mounts are above.
     t.same(await rootfsDirsAfter(vm, 120_000), [], "and their directories");
