@@ -13,7 +13,14 @@
  *            can stall for good after a kernel report, an rcu stall or a
  *            hung task); the reason names the kernel's last report
  *   timeout  the hard cap passed while the console still printed
- *   exited   qemu exited (and not through a panic)
+ *   crashed  qemu killed itself: an assertion's abort or a fault of its own
+ *            (exit status 128 + SIGABRT, SIGSEGV, SIGBUS, SIGILL or
+ *            SIGFPE), the emulator's bug and not the guest's; boot.sh boots
+ *            it again. Seen in CI: multi-threaded TCG aborting in
+ *            iotlb_to_section while a Debian 13 guest booted
+ *   exited   qemu exited otherwise (not through a panic): a bad setting,
+ *            or killed from outside (SIGKILL, SIGTERM), which a new try
+ *            would not mend
  *
  * Usage (tsx scripts/vm/boot-progress.ts ...):
  *
@@ -41,7 +48,27 @@ import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 
-export type Verdict = "booting" | "panic" | "stuck" | "timeout" | "exited";
+export type Verdict = "booting" | "panic" | "stuck" | "timeout" | "crashed" | "exited";
+
+/**
+ * The signals qemu raises against itself, by the exit status a shell
+ * reports for them (128 + the signal's number on Linux x86-64): an
+ * assert() or abort() of its own, or a fault in its own code. Signals sent
+ * from outside (SIGKILL from the OOM killer or a test's cleanup, SIGTERM
+ * from stop) are not among them: such an exit is not the emulator's bug.
+ */
+const SELF_INFLICTED: ReadonlyMap<string, string> = new Map([
+  ["132", "SIGILL"],
+  ["134", "SIGABRT"],
+  ["135", "SIGBUS"],
+  ["136", "SIGFPE"],
+  ["139", "SIGSEGV"],
+]);
+
+/** The signal qemu died of by its own hand, from its exit status, or undefined. */
+export function selfInflictedSignal(status: string): string | undefined {
+  return SELF_INFLICTED.get(status);
+}
 
 /** A line of the console that says the guest's kernel died. */
 export interface PanicLine {
@@ -246,6 +273,8 @@ export function judge(state: BootState, last: string, now: number, limits: Limit
   if (exit) {
     const status = exit.status === "?" ? "qemu exited (status unknown)" : `qemu exited with status ${exit.status}`;
     const said = exit.lastLine || `nothing on its stderr; the console's last line: ${last || "none"}`;
+    const signal = selfInflictedSignal(exit.status);
+    if (signal) return { verdict: "crashed", text: `${status} (${signal}, qemu's own)${onTry}: ${said}` };
     return { verdict: "exited", text: `${status}${onTry}: ${said}` };
   }
   if (silent >= limits.silenceS) {

@@ -1,9 +1,10 @@
 # The cgroup v2 test node's boot: qemu launched on a VM's overlay, and the
 # wait for the guest's ssh, which follows its serial console
 # (scripts/vm/boot-progress.ts judges it): a guest still printing is
-# booting; one silent for VM_BOOT_SILENCE seconds is stuck, and one whose
-# console shows a kernel panic or oops has failed: either is booted again,
-# up to VM_BOOT_RETRIES times. A boot that fails ends with one line,
+# booting; one silent for VM_BOOT_SILENCE seconds is stuck, one whose
+# console shows a kernel panic or oops has failed, and so has one whose qemu
+# aborted or faulted by itself (crashed): each is booted again, up to
+# VM_BOOT_RETRIES times. A boot that fails ends with one line,
 # `vm-node: NAME did not boot: REASON`. Sourced by scripts/vm/node.sh,
 # after scripts/env/common.sh and image.sh (the kernel command line); start
 # and reboot (lifecycle.sh) boot through boot_vm.
@@ -213,7 +214,7 @@ check_boot_settings() {
 # wait_for_ssh NAME [TRY]: until the booting guest's ssh answers, then its
 # master connection. Each round tries ssh, then has boot-progress.ts judge
 # the console (TRY: which try of the boot this is, for the reason); it
-# returns 1 with BOOT_VERDICT (panic, stuck, timeout, exited) and
+# returns 1 with BOOT_VERDICT (panic, stuck, timeout, crashed, exited) and
 # BOOT_REASON (one line) as soon as the boot has failed. Without tsx, or
 # once its judge fails, the wait watches qemu and the hard cap alone.
 wait_for_ssh() {
@@ -242,7 +243,7 @@ wait_for_ssh() {
         if [[ "$out" == *$'\n'* ]]; then text="${out#*$'\n'}"; fi
       fi
       case "$verdict" in
-        booting | panic | stuck | timeout | exited) ;;
+        booting | panic | stuck | timeout | crashed | exited) ;;
         *)
           watch=0
           vm_log "VM $name: boot-progress.ts failed ($(last_line "$errors")); its boot is bounded by time alone (${VM_BOOT_TIMEOUT}s)"
@@ -277,9 +278,11 @@ wait_for_ssh() {
 }
 
 # boot_vm NAME PORT fresh|same: boots NAME and waits for its ssh. A boot
-# whose console shows a kernel panic or oops, or that is stuck (a guest
+# whose console shows a kernel panic or oops, that is stuck (a guest
 # starved by a loaded host can stall for good: one in CI fell silent after
-# a kernel report 421 s into its boot), is stopped and tried again, up to
+# a kernel report 421 s into its boot), or whose qemu crashed by its own
+# hand (one in CI aborted on an assertion of its multi-threaded TCG,
+# iotlb_to_section, while Debian 13 booted) is stopped and tried again, up to
 # VM_BOOT_RETRIES times: start's on a fresh overlay of the image
 # (fresh), reboot's on the same disk, which is what a reboot is about
 # (same). The console log keeps every try's output, one after the other.
@@ -293,7 +296,8 @@ boot_vm() {
     if [[ "$overlay" == fresh ]]; then make_overlay "$name"; fi
     LAUNCH_KEEP_CONSOLE=$keep boot_overlay "$name" "$port" || boot_failed "$name"
     if wait_for_ssh "$name" "$try"; then return 0; fi
-    if [[ "$BOOT_VERDICT" != panic && "$BOOT_VERDICT" != stuck ]] || ((try >= tries)); then boot_failed "$name"; fi
+    case "$BOOT_VERDICT" in panic | stuck | crashed) ;; *) boot_failed "$name" ;; esac
+    ((try < tries)) || boot_failed "$name"
     vm_log "VM $name: $BOOT_REASON; booting it again$where (try $((try + 1)) of $tries)"
     stop_daemon "$(pid_file_name "$name")" 10
     keep=1

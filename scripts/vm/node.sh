@@ -40,8 +40,9 @@
 #                           (default 900)
 #   CRIDOCK_VM_BOOT_SILENCE seconds of a console with nothing new after which
 #                           a boot is stuck (default 300)
-#   CRIDOCK_VM_BOOT_RETRIES how many times a boot that is stuck, or whose
-#                           console shows a kernel panic or oops, is tried
+#   CRIDOCK_VM_BOOT_RETRIES how many times a boot that is stuck, whose
+#                           console shows a kernel panic or oops, or whose
+#                           qemu aborted or faulted by itself, is tried
 #                           again (default 2)
 #   CRIDOCK_VM_DEBIAN       the guest's Debian release: trixie (Debian 13,
 #                           the default) or bookworm (Debian 12); each has
@@ -66,8 +67,9 @@
 # vm-NAME-console.log for the guest's serial console).
 #
 # A boot that fails (start, reboot) ends with one line on stderr,
-# `vm-node: NAME did not boot: REASON`: the console silent too long or a
-# kernel panic (after their tries), qemu's exit, or no ssh by the hard cap.
+# `vm-node: NAME did not boot: REASON`: the console silent too long, a
+# kernel panic or qemu's own crash (after their tries), qemu's exit
+# otherwise, or no ssh by the hard cap.
 # The boot's watch (vm/boot-progress.ts) runs with the repository's
 # node_modules (npm ci); without them start and reboot wait by time alone.
 # image needs none.

@@ -1,13 +1,14 @@
 /**
  * scripts/vm/boot-progress.ts: how the wait for the cgroup v2 node's ssh
  * (scripts/vm/boot.sh) tells from the guest's console a boot that goes on
- * from one that is stuck or has panicked, and the one line it fails with.
+ * from one that is stuck or has panicked, or whose qemu crashed, and the
+ * one line it fails with.
  */
 import t from "tap";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cleanLine, findLastReport, findPanic, initialState, judge, lastLine, main, pollBoot, startBoot, type BootState } from "../../scripts/vm/boot-progress.ts";
+import { cleanLine, findLastReport, findPanic, initialState, judge, lastLine, main, pollBoot, selfInflictedSignal, startBoot, type BootState } from "../../scripts/vm/boot-progress.ts";
 
 const LIMITS = { silenceS: 300, timeoutS: 900 };
 const T0 = 1_700_000_000_000;
@@ -174,6 +175,26 @@ t.test("qemu's exit fails the boot with the last line of its stderr", async (t) 
     verdict: "exited",
     text: "qemu exited (status unknown) (try 2): nothing on its stderr; the console's last line: [    1.0] booting",
   });
+});
+
+t.test("qemu killing itself (an assertion's abort, a fault of its own) is a crash, to be booted again", async (t) => {
+  const b = boot(t);
+  b.print("[    3.0] pci 0000:00:02.0: BAR 4: assigned\n");
+  writeFileSync(b.qemuLog, "qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.\n");
+  t.same(b.poll(5, { qemuExited: { status: "134", log: b.qemuLog } }), {
+    verdict: "crashed",
+    text: "qemu exited with status 134 (SIGABRT, qemu's own): qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.",
+  });
+  writeFileSync(b.qemuLog, "");
+  t.same(b.poll(6, { qemuExited: { status: "139", log: b.qemuLog }, attempt: 2 }), {
+    verdict: "crashed",
+    text: "qemu exited with status 139 (SIGSEGV, qemu's own) (try 2): nothing on its stderr; the console's last line: [    3.0] pci 0000:00:02.0: BAR 4: assigned",
+  });
+  for (const status of ["0", "1", "137", "143", "?", "6", "1134"]) {
+    t.equal(b.poll(7, { qemuExited: { status, log: b.qemuLog } }).verdict, "exited", `status ${status}: not qemu's own crash, so not tried again`);
+  }
+  t.equal(selfInflictedSignal("134"), "SIGABRT");
+  t.equal(selfInflictedSignal(" 134"), undefined, "the status is matched whole");
 });
 
 t.test("a reboot's boot is judged from where it begins in the console", async (t) => {
