@@ -246,9 +246,20 @@ interface ProbeFailure {
   status: number;
 }
 
+/** The probe's .err file read once: each failed call's stderr lines, by the call's start. */
+function probeStderrByCall(errText: string): Map<string, string[]> {
+  const byCall = new Map<string, string[]>();
+  for (const block of errText.split(/^(?=call \d+ exit \d+$)/m)) {
+    const [head = "", ...lines] = block.split("\n");
+    const start = /^call (\d+) exit \d+$/.exec(head)?.[1];
+    if (start) byCall.set(start, lines.filter((l) => l.trim() !== ""));
+  }
+  return byCall;
+}
+
 /**
- * What a failed call of the probe was, from what crictl wrote (the .err
- * file's block for that call). crictl ends with its reason on one logrus
+ * What a failed call of the probe was, from what crictl wrote (its lines
+ * of the .err file). crictl ends with its reason on one logrus
  * line: `level=fatal` up to cri-tools v1.36, `level=error` (then exit 1)
  * from v1.37, whose main no longer calls logrus.Fatal.
  *   connection  it could not connect, or lost the connection before an
@@ -258,9 +269,8 @@ interface ProbeFailure {
  */
 type ProbeOutcome = { kind: "connection" | "answered" | "silent"; said: string };
 
-function classifyProbeFailure(failure: ProbeFailure, errText: string): ProbeOutcome {
-  const block = errText.split(/^(?=call \d+ exit \d+$)/m).find((b) => b.startsWith(`call ${failure.startNs} exit `)) ?? "";
-  const lines = block.split("\n").slice(1).filter((l) => l.trim() !== "");
+function classifyProbeFailure(failure: ProbeFailure, stderrByCall: ReadonlyMap<string, string[]>): ProbeOutcome {
+  const lines = stderrByCall.get(failure.startNs) ?? [];
   const reason = lines.findLast((l) => /\blevel=(fatal|error)\b/.test(l));
   if (!reason) return { kind: "silent", said: `exit ${failure.status}; stderr: ${lines.slice(-3).join(" / ") || "nothing"}` };
   return { kind: /code = Unavailable desc = connection error/.test(reason) ? "connection" : "answered", said: reason };
@@ -730,8 +740,8 @@ if (!existsSync(KUBELET)) {
     // outlasts crictl's wait for the server's preface (about 10 s there).
     // No call that reached cridock was refused (docs/install.md,
     // "Upgrading and downgrading").
-    const errText = await vm.run(`cat ${PROBE_LOG}.err 2>/dev/null || true`);
-    const outcomes = probe.failures.map((f) => ({ at: f.at, ...classifyProbeFailure(f, errText) }));
+    const stderrByCall = probeStderrByCall(await vm.run(`cat ${PROBE_LOG}.err 2>/dev/null || true`));
+    const outcomes = probe.failures.map((f) => ({ at: f.at, ...classifyProbeFailure(f, stderrByCall) }));
     t.comment(`${probe.failures.length} calls failed: ${outcomes.map((o) => `at ${o.at} (${o.kind})`).join(", ") || "none"}`);
     t.same(
       outcomes.filter((o) => o.kind === "silent").map((o) => `at ${o.at}: ${o.said}`),
