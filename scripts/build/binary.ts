@@ -45,7 +45,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSy
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
-import { commonOptions, root } from "./bundle.ts";
+import { assertAscii, commonOptions, root } from "./bundle.ts";
 import { ensurePinnedNode, hostArch, parseArchFlag, pinnedNode, type NodeArch } from "./node-runtime.ts";
 import { START_V8_OPTIONS } from "../../src/v8-start-options.ts";
 
@@ -119,6 +119,7 @@ async function buildScript(outfile: string, licensesFile: string, nodeVersion: s
       "process.env.WS_NO_UTF_8_VALIDATE": JSON.stringify("1"),
     },
   });
+  assertAscii(outfile, readFileSync(outfile, "utf8"));
   const header = `cridock's executable is Node.js ${nodeVersion} (its licence and those of the libraries it carries are in Node.js's LICENSE file of that version) with these npm packages bundled into its script:\n\n`;
   writeFileSync(licensesFile, header + bundledLicenses(Object.keys(result.metafile!.inputs)));
   return Object.entries(result.metafile!.outputs).reduce((sum, [name, o]) => (name.endsWith(".map") ? sum : sum + o.bytes), 0);

@@ -10,7 +10,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { spawnSync } from "node:child_process";
-import { buildBundle } from "../../scripts/build/bundle.ts";
+import { assertAscii, buildBundle } from "../../scripts/build/bundle.ts";
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 import { CriClient } from "../helpers/cri-client.ts";
 import { REPO_ROOT, spawnBuiltCridock } from "../helpers/cridock-process.ts";
@@ -72,4 +72,10 @@ t.test("the bundle serves the CRI API without tsx", async (t) => {
   const text = await readFile(entry, "utf8");
   t.notMatch(text, /addIncludePathResolver/, "@grpc/proto-loader (and the protobufjs 7 it brings) is not bundled");
   t.match(text, /@grpc\/proto-loader is not in cridock's bundle/, "grpc-js's lazy require of it would fail saying why");
+  t.notMatch(text, /[^\x00-\x7f]/, "ASCII only: V8 keeps it one byte a character");
+});
+
+t.test("a non-ASCII character in a built script stops the build, naming it and where", async (t) => {
+  t.doesNotThrow(() => assertAscii("a.js", 'const re = /\\u00b5s/;\n'));
+  t.throws(() => assertAscii("a.js", "const a = 1;\nconst re = /(ns|µs)/;\n"), /a\.js: non-ASCII "µ" \(U\+00B5\) on line 2, in "const a = 1; const re = \/\(ns\|µs\)\/; ": V8 would keep the whole script as UTF-16/);
 });

@@ -123,6 +123,8 @@ t.test("durations and sizes", async (t) => {
   t.equal(parseDuration("2m"), 120_000);
   t.equal(parseDuration("1h2m3s"), 3_723_000);
   t.equal(parseDuration("1.5s"), 1500);
+  t.equal(parseDuration("1500000µs"), 1500, "Go's µs, as Go prints it");
+  t.equal(parseDuration("1500000us"), 1500);
   t.throws(() => parseDuration("10"));
   t.throws(() => parseDuration("5s garbage"));
   t.equal(parseSize("10m"), 10 * 1024 * 1024);
