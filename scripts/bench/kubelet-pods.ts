@@ -149,7 +149,7 @@ const cridockNodeFlags = [
 ];
 
 function formatSplit(split: ResidentSplit): string {
-  return `RSS ${split.rss.toFixed(1)} MB (anonymous ${split.anonymous.toFixed(1)}, file-backed ${split.fileBacked.toFixed(1)})`;
+  return `RSS ${split.rss.toFixed(1)} MB (anonymous ${split.anonymous.toFixed(1)}, file-backed ${split.fileBacked.toFixed(1)}, of it its own executable ${split.ownExecutable.toFixed(1)})`;
 }
 
 /** Has node write a heap snapshot (--heapsnapshot-signal) and waits until the file is complete. */
@@ -356,6 +356,8 @@ interface BurstResult {
   running: number;
   /** The runtime's RSS with the images pulled, before the burst, and once every pod runs (MB). */
   rssIdle: number;
+  /** The idle RSS by backing, read just after rssIdle. */
+  splitIdle: ResidentSplit;
   rssAfter: number;
   /** The slowest Version answer during the deletion (ms). */
   worstVersionMs: number;
@@ -447,6 +449,7 @@ async function burst(arm: Arm, evented: boolean, showBreakdown: boolean): Promis
       deleteMinorFaults: 0,
       latencies: [...runningAt].map(([name, at]) => (at - written.get(name)!) / 1000).sort((a, b) => a - b),
       rssIdle,
+      splitIdle,
       rssAfter: await rssMb(pid),
       worstVersionMs: 0,
       deletionS: 0,
@@ -636,6 +639,11 @@ for (const mode of values.modes!.split(",").map((m) => m.trim())) {
       burstCpuS: medianOf(rs.map((r) => r.cpuS)),
       deleteCpuS: medianOf(rs.map((r) => r.deleteCpuS)),
       rssIdleMb: medianOf(rs.map((r) => r.rssIdle)),
+      rssIdleSplit: {
+        anonymousMb: medianOf(rs.map((r) => r.splitIdle.anonymous)),
+        ownExecutableMb: medianOf(rs.map((r) => r.splitIdle.ownExecutable)),
+        otherFilesMb: medianOf(rs.map((r) => r.splitIdle.fileBacked - r.splitIdle.ownExecutable)),
+      },
       rssAfterBurstMb: medianOf(rs.map((r) => r.rssAfter)),
       ...(steady.length > 0
         ? {

@@ -21,6 +21,8 @@ export interface ArmFigures {
   burstCpuS: number;
   deleteCpuS: number;
   rssIdleMb: number;
+  /** The idle RSS by backing (MB): what the runtime's own executable keeps resident, beside its anonymous memory. */
+  rssIdleSplit?: { anonymousMb: number; ownExecutableMb: number; otherFilesMb: number };
   rssAfterBurstMb: number;
   /** The N pods held: what the node pays while nothing changes. */
   steady?: {
@@ -62,6 +64,11 @@ function figures(pods: number, steadyS: number | undefined): Figure[] {
       value: (a) => a.burstCpuS + a.deleteCpuS,
     },
     { label: "RSS idle", show: (a) => fixed(a.rssIdleMb, 1, "MB"), value: (a) => a.rssIdleMb },
+    {
+      label: "RSS idle: anonymous / its own executable's pages / other files",
+      show: (a) => (a.rssIdleSplit ? `${a.rssIdleSplit.anonymousMb.toFixed(1)} / ${a.rssIdleSplit.ownExecutableMb.toFixed(1)} / ${a.rssIdleSplit.otherFilesMb.toFixed(1)} MB` : "–"),
+      value: (a) => a.rssIdleSplit?.anonymousMb,
+    },
     { label: `RSS added by the ${pods} pods, just after the burst`, show: (a) => fixed(a.rssAfterBurstMb - a.rssIdleMb, 1, "MB") },
   ];
   if (steadyS === undefined) return list;

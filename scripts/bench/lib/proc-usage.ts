@@ -5,7 +5,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, readlink } from "node:fs/promises";
 
 /** USER_HZ: the unit of utime and stime in /proc/<pid>/stat (100 on Linux). */
 const TICKS_PER_SECOND = 100;
@@ -89,21 +89,50 @@ export function countSyscalls(pid: number, seconds: number): SyscallCount | unde
   };
 }
 
-/** Resident memory split by backing (MB), from /proc/<pid>/smaps_rollup. */
+/** Resident memory split by backing (MB), from /proc/<pid>/smaps. */
 export interface ResidentSplit {
   rss: number;
   /** Private and shared anonymous pages: V8's heap, malloc's arenas, thread stacks. */
   anonymous: number;
-  /** Pages of mapped files: the node executable's text and data, shared libraries. */
+  /** Pages of mapped files: the process's own executable's text and data, shared libraries. */
   fileBacked: number;
+  /**
+   * Of fileBacked, the pages of the process's own executable (/proc/<pid>/exe): for cridock's
+   * executable, Node's machine code, its read-only data (ICU, its JavaScript, V8's snapshot)
+   * and the script's blob; for a Go runtime, its whole program.
+   */
+  ownExecutable: number;
+}
+
+/** The resident split of one /proc/<pid>/smaps text, for the executable at `exe`. */
+export function splitSmaps(smaps: string, exe: string): ResidentSplit {
+  let rssKb = 0;
+  let anonymousKb = 0;
+  let ownKb = 0;
+  let own = false;
+  for (const line of smaps.split("\n")) {
+    // A mapping's header: "start-end perms offset dev inode [path]"; its fields follow, "Name: N kB".
+    const header = /^[0-9a-f]+-[0-9a-f]+ \S+ [0-9a-f]+ \S+ \d+\s*(.*)$/.exec(line);
+    if (header) {
+      own = header[1] === exe;
+      continue;
+    }
+    const field = /^(Rss|Anonymous):\s+(\d+) kB/.exec(line);
+    if (!field) continue;
+    const kb = Number(field[2]);
+    if (field[1] === "Anonymous") anonymousKb += kb;
+    else {
+      rssKb += kb;
+      if (own) ownKb += kb;
+    }
+  }
+  return { rss: rssKb / 1024, anonymous: anonymousKb / 1024, fileBacked: (rssKb - anonymousKb) / 1024, ownExecutable: ownKb / 1024 };
 }
 
 export async function residentSplit(pid: number): Promise<ResidentSplit> {
-  const rollup = await readFile(`/proc/${pid}/smaps_rollup`, "utf8");
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(rollup)?.[1] ?? NaN);
-  const rss = kb("Rss") / 1024;
-  const anonymous = kb("Anonymous") / 1024;
-  return { rss, anonymous, fileBacked: rss - anonymous };
+  // One read of each: the executable a process runs does not change, and smaps is taken whole.
+  const [smaps, exe] = await Promise.all([readFile(`/proc/${pid}/smaps`, "utf8"), readlink(`/proc/${pid}/exe`)]);
+  return splitSmaps(smaps, exe);
 }
 
 /** CPU seconds of a process by kind of thread, with its live direct children apart. */
