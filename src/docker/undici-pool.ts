@@ -19,19 +19,19 @@
  * more for good. cridock parses only Docker's short answers and the event
  * stream's lines with it (followed logs are read from files, hijacked
  * streams are not HTTP), so the baseline code is enough: --liftoff-only
- * keeps V8 from tiering up: the executable starts V8 with it
- * (v8-start-options.ts); elsewhere it is set here, before the first request
- * compiles the module. cridock runs no other WebAssembly.
+ * keeps V8 from tiering up. It works only as a start option: the executable
+ * starts V8 with it (v8-start-options.ts), Deno takes it in --v8-flags. V8
+ * 14 (Node 26) accepts it at run time (node:v8's setFlagsFromString) and
+ * tiers up all the same, so nothing here tries; on the npm package and the
+ * sources through tsx, llhttp tiers up unless node itself is started with
+ * it (test/unit/docker-wasm-tier.test.ts asks V8). cridock runs no other
+ * WebAssembly.
  */
-import { setFlagsFromString } from "node:v8";
-import { LIFTOFF_ONLY_OPTION, startedWith } from "../v8-start-options.ts";
 import type { Dispatcher, Pool as PoolClass } from "undici";
 import PoolImpl from "undici/lib/dispatcher/pool.js";
 import apiRequest from "undici/lib/api/api-request.js";
 import apiUpgrade from "undici/lib/api/api-upgrade.js";
 import undiciErrors from "undici/lib/core/errors.js";
-
-if (!startedWith(LIFTOFF_ONLY_OPTION)) setFlagsFromString(LIFTOFF_ONLY_OPTION);
 
 export type Pool = PoolClass;
 export const Pool: typeof PoolClass = PoolImpl;
