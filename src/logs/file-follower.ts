@@ -169,11 +169,6 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
     return this.watch?.available ?? false;
   }
 
-  /** The bytes of buffer the pump holds now (for tests and diagnostics): none while it waits at the end. */
-  get bufferBytes(): number {
-    return this.pump.bufferBytes;
-  }
-
   /** Output Docker rotated away before it was read (counted; each occasion is logged). */
   get lost(): { events: number; bytes: number } {
     return this.tail?.lost ?? { events: 0, bytes: 0 };
@@ -257,9 +252,6 @@ export class JsonFileFollower extends FollowerBase<TailPosition> {
         for (;;) {
           woke = await this.bell.wait(onTheSecond(this.watching ? safetyMs : POLL_MS), this.abort.signal);
           if (woke !== "timeout") break;
-          // Quiet for a whole safety period: hold no buffer while it lasts. Not at every catch-up,
-          // where a container logging steadily would make its buffers again at each round.
-          this.pump.release();
           safetyMs = Math.min(safetyMs * 2, safety.max);
           const announced = this.watching && this.watch!.takeEvents() > 0;
           // A safety poll that finds the log as it was and the process alive

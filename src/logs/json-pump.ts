@@ -133,20 +133,6 @@ export class JsonLogPump {
     this.carry = length - pos;
   }
 
-  /**
-   * Gives both buffers back while the follower waits at the end of Docker's
-   * file, quiet for a while, with nothing carried over; the next read makes
-   * them again. Most
-   * containers log seldom: after a burst of 110 silent pods their followers
-   * held 4.6 MB of input buffers, the largest item the pods added to a heap
-   * snapshot. A partial line (a carry) keeps them.
-   */
-  release(): void {
-    if (this.carry > 0) return;
-    this.input = NO_BUFFER;
-    this.output = NO_BUFFER;
-  }
-
   /** A larger input buffer (the first, twice as large, or `size`), keeping the carry; the output follows at the next conversion. */
   private grow(size = Math.max(FIRST_READ_SIZE, this.input.length * 2)): void {
     const bigger = Buffer.allocUnsafe(Math.max(size, this.input.length));

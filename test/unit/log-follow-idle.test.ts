@@ -69,17 +69,6 @@ t.test("a quiet follower reads and stats nothing; a write after the quiet arrive
   t.ok(ms < 1000, `arrived after ${ms} ms, with a safety poll of a minute`);
 });
 
-t.test("a follower quiet for a safety period holds no buffer; the next line still arrives whole", async (t) => {
-  const s = await setup(t, process.pid, { first: 300, max: 60_000 });
-  await appendFile(s.dockerLog, dockerEntry("one\n"));
-  await until("the first line", async () => (await criContents(s.criPath)).length === 1, 2000);
-  t.ok(s.follower.bufferBytes > 0, `buffers while it reads (${s.follower.bufferBytes} bytes)`);
-  await until("the buffers given back", async () => s.follower.bufferBytes === 0, 5000);
-  await appendFile(s.dockerLog, dockerEntry("two\n"));
-  await until("the line written after the quiet", async () => (await criContents(s.criPath)).length === 2, 2000);
-  t.same(await criContents(s.criPath), ["one", "two"]);
-});
-
 t.test("safety polls of a quiet log go through no threadpool; one still finds a write no event announced", async (t) => {
   // Polls every 50 ms (stretched to the next whole second) instead of backing off to minutes.
   const s = await setup(t, process.pid, { first: 50, max: 50 });
