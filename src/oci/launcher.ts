@@ -32,6 +32,11 @@
  * it. A launcher that finds itself called again from its own real runtime
  * (dockerd's default runtime named cridock) refuses instead of looping.
  *
+ * A marked create whose edit fails (or is killed) takes the container's
+ * directory away at once, as a delete would: the real runtime never ran,
+ * so nothing holds it, and no delete need come for a container that was
+ * never made.
+ *
  * On `delete`, after the real runtime's succeeded (never before: the
  * container may still exist), the container's directory is removed entry
  * by entry in the shell; cridock (`oci-edit --release`) is called only when
@@ -236,7 +241,15 @@ create | run | restore)
 			export CRIDOCK_OCI_OUTER_MNTNS
 			exec unshare --mount --propagation slave /bin/sh "$0" "$@"
 		fi
-		${cridock} oci-edit --bundle "\${bundle:-.}" --edits "$edits" --id "$id" --rootfs-dir "$ROOTFS_DIR" --outer-mntns "$CRIDOCK_OCI_OUTER_MNTNS" --log "$log" || exit 1
+		if ! ${cridock} oci-edit --bundle "\${bundle:-.}" --edits "$edits" --id "$id" --rootfs-dir "$ROOTFS_DIR" --outer-mntns "$CRIDOCK_OCI_OUTER_MNTNS" --log "$log"; then
+			# The real runtime never ran, so no container holds what the edit made of the
+			# container's directory (an edit that failed, or was killed mid-way), and no
+			# delete may ever come for it: take it away now, not at the sweep.
+			if [ -e "$ROOTFS_DIR/$id" ] || [ -L "$ROOTFS_DIR/$id" ]; then
+				release_dir
+			fi
+			exit 1
+		fi
 	elif [ -n "$edits" ] && [ -e "$edits" ]; then
 		${cridock} oci-edit --bundle "\${bundle:-.}" --edits "$edits" --id "$id" --rootfs-dir "$ROOTFS_DIR" --log "$log" || exit 1
 	fi

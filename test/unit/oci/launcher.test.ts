@@ -251,6 +251,29 @@ t.test("a marked container with edits: cridock's edit and the real runtime's cre
   t.equal(f.runc, undefined);
 });
 
+t.test("a marked create whose edit fails or is killed takes away what the edit left of the container's directory", { skip: !ownNamespace && "unshare --mount needs root here" }, async (t) => {
+  // Exit 137: the edit killed with -9 after it made the mount points (made here before the call).
+  const { dir, edits, rootfs, run } = setup(t, 137);
+  writeFileSync(join(edits, `${ID}.json`), "{}");
+  for (const entry of ["m", "v6", "v11"]) mkdirSync(join(rootfs, ID, entry), { recursive: true });
+  const r = run(["create", "--bundle", markedBundle(dir), ID]);
+  t.equal(r.status, 1, "the create fails");
+  t.equal(r.runc, undefined, "the real runtime never ran");
+  t.notOk(existsSync(join(rootfs, ID)), "the directory and its empty mount points are gone, with no delete to come");
+  t.equal(r.stderr, "", "and nothing to warn of");
+  // One that failed before it made anything: nothing to take away, nothing said.
+  const early = run(["create", "--bundle", markedBundle(dir), ID]);
+  t.equal(early.status, 1);
+  t.equal(early.stderr, "");
+  // A file left there by someone else is not emptied: the directory stays, and the launcher says so.
+  mkdirSync(join(rootfs, ID));
+  writeFileSync(join(rootfs, ID, "kept"), "data");
+  const kept = run(["create", "--bundle", markedBundle(dir), ID]);
+  t.equal(kept.status, 1);
+  t.equal(readFileSync(join(rootfs, ID, "kept"), "utf8"), "data", "a file with content is never removed");
+  t.match(kept.stderr, /could not be removed/);
+});
+
 t.test("a marked create refuses to go on outside a namespace of its own", async (t) => {
   const { dir, edits, run } = setup(t);
   writeFileSync(join(edits, `${ID}.json`), "{}");
