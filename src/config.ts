@@ -119,7 +119,7 @@ export type ParseResult = { kind: "config"; config: Config } | { kind: "help"; t
 
 /** Parses a Go-style duration ("1m30s", "500ms", "2h", "0") into milliseconds. */
 export function parseDuration(text: string): number {
-  // "\u00b5s" is Go's "µs", escaped: the bundle stays ASCII (scripts/build/bundle.ts, asciiOnly).
+  // "\u00b5s" is Go's "µs", escaped: the bundle stays ASCII (scripts/build/bundle.ts, assertAscii).
   const units: Record<string, number> = { ns: 1e-6, us: 1e-3, "\u00b5s": 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
   const trimmed = text.trim();
   if (trimmed === "0") return 0;
