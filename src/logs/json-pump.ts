@@ -19,17 +19,37 @@ import type { JsonLogTail } from "./json-tail.ts";
  * container start an mmap and its page faults, and forty of them made V8
  * run full collections for the external memory alone.
  *
- * Neither buffer exists before it is needed: the input at the first read,
- * the output at the first entry to convert. A container that prints nothing
- * holds no output buffer at all. Made with each follower, the 80 KiB output
- * buffers were V8 external memory, which hastens its collections (2.4 MB for
- * 30 pods, the largest native item of a heap snapshot after a 30-pod burst),
- * and under Deno, which zeroes a new buffer, resident (3.8 MB for forty).
+ * Neither buffer exists before it is needed: the input once a read finds
+ * bytes, the output at the first entry to convert. A container that prints
+ * nothing holds no buffer at all: its reads borrow one of the spare first
+ * buffers below and give it back when they find nothing. Made with each
+ * follower, the output buffers were V8 external memory, which hastens its
+ * collections (2.4 MB for 30 pods, the largest native item of a heap
+ * snapshot after a 30-pod burst), and under Deno, which zeroes a new
+ * buffer, resident (3.8 MB for forty).
+ *
+ * Every buffer here is the pump's own (Buffer.allocUnsafeSlow), never a
+ * slice of Node's shared pool: Node 26's pool slabs are 64 KiB and serve
+ * every request under 32 KiB, so a 16 KiB input held for the life of a
+ * container kept a whole slab resident with it. After 110 silent pods that
+ * was 110 inputs pinning about 45 slabs, 2.9 MB (a heap snapshot of the
+ * executable; on Node 20 the pool was 8 KiB and 16 KiB was outside it).
  */
 const FIRST_READ_SIZE = 16 * 1024;
 const READ_SIZE = 1 << 20;
-/** Output of one read: records are never longer than their JSON lines, plus padding of the time. */
-const OUT_SLACK = 64 * 1024;
+/**
+ * The output's room beyond the input's length. A record is never longer
+ * than its JSON line (the keys outweigh CRI's header) except for the time,
+ * padded to nine digits, which the converter's MAX_HEADER covers for the
+ * line it is about to write; so input length plus this converts a whole
+ * read in one pass, and a longer output would only be held, never written.
+ * Were a record ever longer, the converter stops early and the pump writes
+ * the rest in another pass.
+ */
+const OUT_SLACK = 4 * 1024;
+/** Spare first buffers kept for reads of pumps that hold none; more made meanwhile are dropped. */
+const SPARE_FIRST_BUFFERS = 4;
+const spareFirstBuffers: Buffer[] = [];
 
 /**
  * How the bytes handed over end: "more" while the file may grow (an
@@ -60,8 +80,8 @@ export interface Pulled {
 
 export class JsonLogPump {
   private converter = new JsonLogConverter();
-  private input = NO_BUFFER;
-  private output = NO_BUFFER;
+  private input: Buffer = NO_BUFFER;
+  private output: Buffer = NO_BUFFER;
   /** Bytes at the start of `input` read but not consumed yet (a line still incomplete or held). */
   private carry = 0;
   /** Docker's time of the last entry converted ("" before the first). */
@@ -85,9 +105,9 @@ export class JsonLogPump {
     return this.converter.skip;
   }
 
-  /** The bytes of buffer this pump holds (for tests and diagnostics). */
+  /** The bytes of buffer memory this pump keeps alive (for tests and diagnostics): whole backing stores, a pool slab included. */
   get bufferBytes(): number {
-    return this.input.length + this.output.length;
+    return this.input.buffer.byteLength + this.output.buffer.byteLength;
   }
 
   /** Stops passing over entries: what is left to skip is not in Docker's log. */
@@ -97,9 +117,17 @@ export class JsonLogPump {
 
   /** Reads what Docker's file has past the carry, and converts and writes its complete entries. */
   async pull(tail: JsonLogTail): Promise<Pulled> {
-    if (this.carry === this.input.length) this.grow();
+    const borrowed = this.input.length === 0;
+    if (borrowed) this.input = spareFirstBuffers.pop() ?? Buffer.allocUnsafeSlow(FIRST_READ_SIZE);
+    else if (this.carry === this.input.length) this.grow();
     const space = this.input.length - this.carry;
-    const bytes = await tail.read(this.input, this.carry);
+    let bytes = 0;
+    try {
+      bytes = await tail.read(this.input, this.carry);
+    } finally {
+      // Nothing to keep: a borrowed buffer goes back (a failed read leaves no carry either).
+      if (borrowed && bytes === 0) this.giveBackInput();
+    }
     if (bytes === 0) return { bytes, filled: false };
     await this.consume(this.carry + bytes, "more");
     // A full read: more is waiting; read in large steps from now on.
@@ -119,7 +147,7 @@ export class JsonLogPump {
 
   /** Converts and writes the complete lines in input[0, length); keeps the rest as carry. */
   private async consume(length: number, phase: PumpPhase): Promise<void> {
-    if (this.output.length < this.input.length + OUT_SLACK) this.output = Buffer.allocUnsafe(this.input.length + OUT_SLACK);
+    if (this.output.length < this.input.length + OUT_SLACK) this.output = Buffer.allocUnsafeSlow(this.input.length + OUT_SLACK);
     let pos = 0;
     while (pos < length) {
       const r = this.converter.convert(this.input, pos, length, this.output, 0, { more: phase === "more" });
@@ -135,9 +163,15 @@ export class JsonLogPump {
 
   /** A larger input buffer (the first, twice as large, or `size`), keeping the carry; the output follows at the next conversion. */
   private grow(size = Math.max(FIRST_READ_SIZE, this.input.length * 2)): void {
-    const bigger = Buffer.allocUnsafe(Math.max(size, this.input.length));
+    const bigger = Buffer.allocUnsafeSlow(Math.max(size, this.input.length));
     this.input.copy(bigger, 0, 0, this.carry);
     this.input = bigger;
+  }
+
+  /** Returns the borrowed first buffer of a read that found nothing. */
+  private giveBackInput(): void {
+    if (spareFirstBuffers.length < SPARE_FIRST_BUFFERS) spareFirstBuffers.push(this.input);
+    this.input = NO_BUFFER;
   }
 }
 

@@ -28,13 +28,50 @@ function recordingPump(): { pump: JsonLogPump; written: string[] } {
   return { pump, written };
 }
 
-t.test("a pump whose reads find nothing holds no output buffer", async (t) => {
+t.test("a pump whose reads find nothing holds no buffer", async (t) => {
   const { pump, written } = recordingPump();
   t.equal(pump.bufferBytes, 0, "nothing before the first read");
   const tail = chunkedTail([]);
   for (let i = 0; i < 3; i++) t.match(await pump.pull(tail), { bytes: 0, filled: false });
-  t.ok(pump.bufferBytes <= 16 * 1024, `a silent log holds ${pump.bufferBytes} bytes (the input of one read), no output`);
+  t.equal(pump.bufferBytes, 0, "a silent log holds no buffer after its reads");
   t.same(written, []);
+});
+
+t.test("a read that fails gives its borrowed buffer back", async (t) => {
+  const { pump } = recordingPump();
+  const failing = { read: async () => Promise.reject(new Error("EIO")) } as unknown as JsonLogTail;
+  await t.rejects(pump.pull(failing), /EIO/);
+  t.equal(pump.bufferBytes, 0);
+});
+
+t.test("silent pumps reading at once each read into their own buffer, and none keeps it", async (t) => {
+  // Reads that overlap must never share a buffer: each is held until its read resolves.
+  const seen = new Set<ArrayBufferLike>();
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const tail = {
+    read: async (into: Buffer) => {
+      t.notOk(seen.has(into.buffer), "a backing store no other read in flight holds");
+      seen.add(into.buffer);
+      await gate;
+      return 0;
+    },
+  } as unknown as JsonLogTail;
+  const pumps = Array.from({ length: 8 }, () => recordingPump().pump);
+  const pulls = pumps.map((p) => p.pull(tail));
+  release();
+  await Promise.all(pulls);
+  t.equal(seen.size, 8);
+  t.same(pumps.map((p) => p.bufferBytes), Array(8).fill(0));
+});
+
+t.test("a pump that logs a little keeps buffers of its own size, not slices of Node's shared pool", async (t) => {
+  const { pump, written } = recordingPump();
+  const tail = chunkedTail([dockerEntry("hello\n")]);
+  while ((await pump.pull(tail)).bytes > 0);
+  t.match(written.join(""), / stdout F hello\n/);
+  // The 16 KiB input and an output 4 KiB longer: on Node 26 a pooled input alone would keep a 64 KiB slab.
+  t.ok(pump.bufferBytes > 0 && pump.bufferBytes <= 16 * 1024 + 20 * 1024, `holds ${pump.bufferBytes} bytes`);
 });
 
 t.test("buffers made on demand still carry lines whole, across reads and a grown input", async (t) => {
