@@ -72,12 +72,19 @@ export class StartupGate {
     };
   }
 
-  /** Resolves when the gate opens; rejects when it failed or `signal` aborted first (the call's cancel or deadline). */
+  /**
+   * Resolves when the gate opens; rejects when it failed or `signal` aborted
+   * first. A call its client cancelled or whose deadline passed ends with
+   * that code (CANCELLED, DEADLINE_EXCEEDED, the reason the server gave the
+   * signal), not UNAVAILABLE: a client whose own timer ran late under load
+   * would otherwise read the server's answer as "unavailable" and not as
+   * its deadline.
+   */
   async wait(signal: AbortSignal): Promise<void> {
     if (this.state.phase === "closed") {
-      if (signal.aborted) throw this.unavailable("the call ended");
+      if (signal.aborted) throw this.ended(signal);
       await new Promise<void>((resolve, reject) => {
-        const onAbort = () => reject(this.unavailable("the call ended"));
+        const onAbort = () => reject(this.ended(signal));
         signal.addEventListener("abort", onAbort, { once: true });
         void this.settled.then(() => {
           signal.removeEventListener("abort", onAbort);
@@ -85,7 +92,7 @@ export class StartupGate {
         });
       });
     }
-    if (this.state.phase === "failed") throw this.unavailable("");
+    if (this.state.phase === "failed") throw this.unavailable();
   }
 
   /** The table with every handler but the ungated ones waiting for the gate first. */
@@ -107,9 +114,14 @@ export class StartupGate {
     }) as UnaryHandler;
   }
 
-  private unavailable(ended: string): CridockError {
+  /** The call ended before the gate opened: its own reason's code, UNAVAILABLE when it has none. */
+  private ended(signal: AbortSignal): CridockError {
+    const code = signal.reason instanceof CridockError ? signal.reason.code : "UNAVAILABLE";
     const why = this.notReady();
-    const prefix = ended ? `${ended} before cridock was ready` : "cridock is not ready";
-    return new CridockError("UNAVAILABLE", `${prefix}: ${why?.message ?? "its start failed"}`);
+    return new CridockError(code, `the call ended before cridock was ready: ${why?.message ?? "its start failed"}`, { cause: signal.reason });
+  }
+
+  private unavailable(): CridockError {
+    return new CridockError("UNAVAILABLE", `cridock is not ready: ${this.notReady()?.message ?? "its start failed"}`);
   }
 }

@@ -7,7 +7,7 @@ import { StartupGate, UNGATED_METHODS } from "../../src/cri/startup-gate.ts";
 import type { CallContext, HandlerTable, StreamHandler, UnaryHandler } from "../../src/cri/handlers.ts";
 import { runtimeInfoRpcs } from "../../src/cri/runtime-info-rpcs.ts";
 import type { Condition, RuntimeStatus } from "../../src/runtime/status.ts";
-import { CridockError } from "../../src/errors.ts";
+import { CridockError, deadlineExceeded } from "../../src/errors.ts";
 
 const ctx = (signal = new AbortController().signal): CallContext => ({ method: "test", signal });
 const tick = () => new Promise((r) => setImmediate(r));
@@ -43,7 +43,7 @@ t.test("closed: ungated calls answer, gated ones wait until it opens", async (t)
   t.equal(gate.notReady(), undefined, "open: nothing to report");
 });
 
-t.test("a call whose deadline passes first ends UNAVAILABLE, naming the step", async (t) => {
+t.test("a call whose deadline passes first ends DEADLINE_EXCEEDED, naming the step", async (t) => {
   let now = 1_000_000;
   const gate = new StartupGate("scratch.sweep", () => now);
   gate.step("logs.resume");
@@ -51,14 +51,28 @@ t.test("a call whose deadline passes first ends UNAVAILABLE, naming the step", a
   const ac = new AbortController();
   const guarded = gate.guard(table([]));
   const waiting = (guarded.ListPodSandbox as UnaryHandler)({}, ctx(ac.signal));
-  ac.abort();
+  // What the server's context gives the signal when the client's deadline passes (cri/server.ts).
+  ac.abort(deadlineExceeded("ListPodSandbox: the client's deadline passed"));
   const err = await waiting.catch((e: unknown) => e);
   t.ok(err instanceof CridockError);
-  t.equal((err as CridockError).code, "UNAVAILABLE");
-  t.match((err as CridockError).message, /the call ended before cridock was ready: .*step logs\.resume, 42 s so far/);
+  t.equal((err as CridockError).code, "DEADLINE_EXCEEDED", "the deadline's own code, not UNAVAILABLE, whichever timer the client sees first");
+  t.match((err as CridockError).message, /the call ended before cridock was ready: .*step logs\.resume, 42 s so far.*the client's deadline passed/);
   const aborted = new AbortController();
-  aborted.abort();
-  await t.rejects((guarded.ListPodSandbox as UnaryHandler)({}, ctx(aborted.signal)), { code: "UNAVAILABLE" }, "already aborted: at once");
+  aborted.abort(deadlineExceeded("ListPodSandbox: the client's deadline passed"));
+  await t.rejects((guarded.ListPodSandbox as UnaryHandler)({}, ctx(aborted.signal)), { code: "DEADLINE_EXCEEDED" }, "already past: at once");
+});
+
+t.test("a cancelled call ends CANCELLED; an abort with no reason of cridock's, UNAVAILABLE", async (t) => {
+  const gate = new StartupGate("recovery");
+  const guarded = gate.guard(table([]));
+  const cancelled = new AbortController();
+  const waiting = (guarded.ListPodSandbox as UnaryHandler)({}, ctx(cancelled.signal));
+  cancelled.abort(new CridockError("CANCELLED", "ListPodSandbox: cancelled by the client"));
+  await t.rejects(waiting, { code: "CANCELLED", message: /before cridock was ready/ });
+  const bare = new AbortController();
+  const other = (guarded.ListPodSandbox as UnaryHandler)({}, ctx(bare.signal));
+  bare.abort();
+  await t.rejects(other, { code: "UNAVAILABLE", message: /the call ended before cridock was ready/ });
 });
 
 t.test("a failed start: waiting calls end UNAVAILABLE with the cause, and Status says so", async (t) => {
