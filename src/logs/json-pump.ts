@@ -161,8 +161,8 @@ export class JsonLogPump {
     this.carry = length - pos;
   }
 
-  /** A larger input buffer (the first, twice as large, or `size`), keeping the carry; the output follows at the next conversion. */
-  private grow(size = Math.max(FIRST_READ_SIZE, this.input.length * 2)): void {
+  /** A larger input buffer (twice as large, or `size`), keeping the carry; the output follows at the next conversion. The first comes from pull(). */
+  private grow(size = this.input.length * 2): void {
     const bigger = Buffer.allocUnsafeSlow(Math.max(size, this.input.length));
     this.input.copy(bigger, 0, 0, this.carry);
     this.input = bigger;
