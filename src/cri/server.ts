@@ -5,7 +5,6 @@
  * means another runtime instance serves there and startup fails; the socket is
  * made 0660 so only root and its group can drive containers.
  */
-import type { EventEmitter } from "node:events";
 import { connect } from "node:net";
 import process from "node:process";
 import { chmod, mkdir, rm, stat } from "node:fs/promises";
@@ -19,10 +18,11 @@ import {
   type ServerWritableStream,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { CridockError, deadlineExceeded } from "../errors.ts";
+import { CridockError } from "../errors.ts";
 import type { Logger } from "../log.ts";
 import { grpcCodeOf, toServiceError } from "./errors.ts";
-import type { CallContext, HandlerTable, StreamHandler, UnaryHandler } from "./handlers.ts";
+import { callContext } from "./call-context.ts";
+import type { HandlerTable, StreamHandler, UnaryHandler } from "./handlers.ts";
 import { criRoot, serviceDefinition, UndecodableRequest } from "./proto.ts";
 import { inheritedListenFd, serveInheritedSocket, type InheritedSocket } from "./socket-activation.ts";
 
@@ -116,34 +116,6 @@ export class CriServer {
     return impl;
   }
 
-  private context(method: string, call: ServerUnaryCall<unknown, unknown> | ServerWritableStream<unknown, unknown>) {
-    const controller = new AbortController();
-    // grpc-js reports "cancelled" after every call, also one answered in full: only a
-    // call still under way is cancelled (and only then is the error, with its stack, built).
-    let finished = false;
-    // Both call kinds are event emitters; their `on` overloads differ too much for TypeScript to call through the union.
-    (call as EventEmitter).on("cancelled", () => {
-      if (!finished) controller.abort(new CridockError("CANCELLED", `${method}: cancelled by the client`));
-    });
-    const deadline = call.getDeadline();
-    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-    let timer: NodeJS.Timeout | undefined;
-    if (Number.isFinite(deadlineMs) && deadlineMs > 0) {
-      const remaining = Math.max(0, deadlineMs - Date.now());
-      timer = setTimeout(() => controller.abort(deadlineExceeded(`${method}: the client's deadline passed`)), remaining);
-    }
-    const ctx: CallContext = {
-      method,
-      signal: controller.signal,
-      deadline: Number.isFinite(deadlineMs) && deadlineMs > 0 ? new Date(deadlineMs) : undefined,
-    };
-    const done = () => {
-      finished = true;
-      clearTimeout(timer);
-    };
-    return { ctx, done };
-  }
-
   private unaryCall(method: string, handler: UnaryHandler | undefined) {
     return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
       if (!handler) {
@@ -157,7 +129,7 @@ export class CriServer {
         callback(toServiceError(undecodable));
         return;
       }
-      const { ctx, done } = this.context(method, call);
+      const { ctx, done } = callContext(method, call);
       handler(call.request, ctx).then(
         (response) => {
           done();
@@ -186,7 +158,7 @@ export class CriServer {
         call.emit("error", toServiceError(undecodable));
         return;
       }
-      const { ctx, done } = this.context(method, call);
+      const { ctx, done } = callContext(method, call);
       const send = (message: unknown) =>
         new Promise<void>((resolve) => {
           if (call.write(message)) resolve();

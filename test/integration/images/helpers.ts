@@ -90,39 +90,57 @@ export function repositoryOf(reference: string): string {
 export interface DockerProxy {
   /** Pass as --docker-endpoint. */
   endpoint: string;
-  /** Connections that carried a POST /images/create and are still open. */
-  openPullConnections(): number;
-  /** How many connections carried a POST /images/create. */
-  pullConnections(): number;
-  /** How many POST /images/create requests went through (kept-alive connections carry several). */
-  pullRequests(): number;
+  /**
+   * Open connections whose latest request is a POST /images/create of
+   * `fromImage` (Docker's repository parameter). HTTP/1.1 cannot cancel a
+   * request but by closing its connection, so 0 after an abort means cridock
+   * closed it. A connection kept alive after a finished pull of another image
+   * is not counted: cridock's pool keeps idle connections for 30 s, longer
+   * than a test waits.
+   */
+  openPulls(fromImage: string): number;
+  /**
+   * How many POST /images/create requests went through, of `fromImage` when
+   * given (kept-alive connections carry several). A call whose client gave up
+   * at once can still reach dockerd a moment later, so a test counts its own
+   * image's pulls.
+   */
+  pullRequests(fromImage?: string): number;
   close(): Promise<void>;
 }
 
+/** The request line at the start of a chunk: a new request on its connection. */
+const REQUEST_LINE = /^([A-Z]+) (\S+) HTTP\/1\.1\r\n/;
+
 /**
- * A unix-socket proxy in front of dockerd that watches which connections
- * carry a pull, so a test can see cridock close its request to Docker.
+ * A unix-socket proxy in front of dockerd that watches which image each
+ * connection's latest request pulls, so a test can see cridock close the
+ * request of a pull it aborted.
  */
 export async function dockerProxy(dir: string): Promise<DockerProxy> {
   const path = join(dir, "docker-proxy.sock");
-  const pulls = new Set<Socket>();
-  let pullCount = 0;
-  let pullRequests = 0;
+  /** Each open connection's latest request, when it is a pull: its fromImage. */
+  const pulling = new Map<Socket, string>();
+  const pullRequests = new Map<string, number>();
   const all = new Set<Socket>();
   const server = createNetServer((client) => {
     const upstream = connect(DOCKER_SOCKET);
     all.add(client);
     client.on("data", (chunk: Buffer) => {
-      if (!/^POST \/v[\d.]+\/images\/create/.test(chunk.subarray(0, 64).toString("latin1"))) return;
-      pullRequests++;
-      if (!pulls.has(client)) {
-        pulls.add(client);
-        pullCount++;
+      const line = REQUEST_LINE.exec(chunk.subarray(0, 2048).toString("latin1"));
+      if (!line) return;
+      const target = new URL(line[2]!, "http://docker");
+      if (line[1] !== "POST" || !/^\/v[\d.]+\/images\/create$/.test(target.pathname)) {
+        pulling.delete(client);
+        return;
       }
+      const fromImage = target.searchParams.get("fromImage") ?? "";
+      pullRequests.set(fromImage, (pullRequests.get(fromImage) ?? 0) + 1);
+      pulling.set(client, fromImage);
     });
     client.pipe(upstream).pipe(client);
     const done = () => {
-      pulls.delete(client);
+      pulling.delete(client);
       all.delete(client);
       client.destroy();
       upstream.destroy();
@@ -133,9 +151,9 @@ export async function dockerProxy(dir: string): Promise<DockerProxy> {
   await new Promise<void>((resolve) => server.listen(path, resolve));
   return {
     endpoint: `unix://${path}`,
-    openPullConnections: () => pulls.size,
-    pullConnections: () => pullCount,
-    pullRequests: () => pullRequests,
+    openPulls: (fromImage) => [...pulling.values()].filter((image) => image === fromImage).length,
+    pullRequests: (fromImage) =>
+      fromImage === undefined ? [...pullRequests.values()].reduce((sum, n) => sum + n, 0) : (pullRequests.get(fromImage) ?? 0),
     async close() {
       for (const s of all) s.destroy();
       await new Promise((resolve) => server.close(resolve));

@@ -147,7 +147,9 @@ t.test("PullImage", async (t) => {
       { code: grpcStatus.DEADLINE_EXCEEDED },
     );
     t.ok(registry.held() > 0, "dockerd was waiting on the registry");
-    t.ok(await eventually(() => proxy.openPullConnections() === 0), "cridock closed its pull request to dockerd");
+    const stuck = `${registry.address}/stuck/image`;
+    t.equal(proxy.pullRequests(stuck), 1, "the pull reached dockerd");
+    t.ok(await eventually(() => proxy.openPulls(stuck) === 0), "cridock closed its pull request to dockerd");
     // cridock keeps serving.
     const { image } = await client.imageCall("ImageStatus", { image: { image: IMAGE } });
     t.ok(image);
@@ -161,7 +163,9 @@ t.test("PullImage", async (t) => {
       details: /no progress for 3s.*--image-pull-progress-deadline/,
     });
     t.ok(registry.held() > 0, "dockerd was waiting on the registry");
-    t.ok(await eventually(() => proxy.openPullConnections() === 0), "cridock closed its pull request to dockerd");
+    const stuck = `${registry.address}/stuck/image`;
+    t.equal(proxy.pullRequests(stuck), 1, "the pull reached dockerd");
+    t.ok(await eventually(() => proxy.openPulls(stuck) === 0), "cridock closed its pull request to dockerd");
   });
 
   t.test("nothing changed in dockerd", async (t) => {
