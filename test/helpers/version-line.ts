@@ -4,8 +4,7 @@
  */
 import { CRIDOCK_VERSION } from "../../src/version.ts";
 import { pinnedNode } from "../../scripts/build/node-runtime.ts";
-
-const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+import { escapeRegExp } from "./regexp.ts";
 
 /**
  * `cridock --version`: the version, then the commit the build baked in. A
@@ -14,7 +13,7 @@ const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\/]/g, "\\$
  */
 export function versionLinePattern(version: string = CRIDOCK_VERSION, { commitKnown = true } = {}): RegExp {
   const commit = commitKnown ? "[0-9a-f]{40}(-dirty)?" : "[0-9a-f]{40}(-dirty)?|unknown";
-  return new RegExp(`^cridock ${version.replace(/[.+]/g, "\\$&")} \\(commit (${commit})\\)\\n$`);
+  return new RegExp(`^cridock ${escapeRegExp(version)} \\(commit (${commit})\\)\\n$`);
 }
 
 /** `cridock check`'s runtime line (one line of its output, "m") for `executable` running the pinned Node embedded. */

@@ -11,6 +11,7 @@
 import t from "tap";
 import { execFileSync } from "node:child_process";
 import { grpcStatus } from "../../helpers/cri-client.ts";
+import { escapeRegExp } from "../../helpers/regexp.ts";
 import { CDI_TEST_DEVICE, CDI_TEST_EDITS, GROUPS_IMAGE, GROUPS_IMAGE_USER } from "../../helpers/env.ts";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, status, waitLog } from "./harness.ts";
 
@@ -85,7 +86,7 @@ t.test("CDI devices", async (t) => {
     const version = execFileSync("docker", ["version", "--format", "{{.Server.Version}}"], { encoding: "utf8" }).trim();
     await t.rejects(createContainer(h, pod, config("cdi-refused", CDI_TEST_DEVICE)), {
       code: grpcStatus.FAILED_PRECONDITION,
-      message: new RegExp(`CDI support is on.*this engine is Docker ${version.replace(/[.+]/g, "\\$&")}`),
+      message: new RegExp(`CDI support is on.*this engine is Docker ${escapeRegExp(version)}`),
     });
     return;
   }

@@ -12,6 +12,7 @@ import t from "tap";
 import { execFileSync } from "node:child_process";
 import { readFile } from "node:fs/promises";
 import { grpcStatus } from "../../helpers/cri-client.ts";
+import { escapeRegExp } from "../../helpers/regexp.ts";
 import { IMAGE_VOLUME_FILES, IMAGE_VOLUME_IMAGE } from "../../helpers/env.ts";
 import { containerConfig, createContainer, leakedContainers, removePod, runPod, startHarness, status } from "./harness.ts";
 
@@ -129,7 +130,7 @@ t.test("an engine before Engine API 1.48 refuses image volumes, naming itself", 
   t.teardown(() => removePod(h, pod.podSandboxId));
   await t.rejects(createContainer(h, pod, containerConfig("image-volume-old", ["sleep", "3600"], { mounts: [imageVolume("/vol")] })), {
     code: grpcStatus.FAILED_PRECONDITION,
-    message: new RegExp(`Engine API 1\\.48 \\(Docker 28\\.0\\) or newer; this engine is Docker ${engineVersion.replace(/[.+]/g, "\\$&")} with Engine API ${engineApi.replace(".", "\\.")}`),
+    message: new RegExp(`Engine API 1\\.48 \\(Docker 28\\.0\\) or newer; this engine is Docker ${escapeRegExp(engineVersion)} with Engine API ${escapeRegExp(engineApi)}`),
   });
 });
 

@@ -6,6 +6,7 @@ import t from "tap";
 import { createServer, type Server } from "node:http";
 import { startCridockProcess } from "../../helpers/cridock-process.ts";
 import { grpcStatus } from "../../helpers/cri-client.ts";
+import { escapeRegExp } from "../../helpers/regexp.ts";
 import { PULL_TEST_IMAGE } from "../../helpers/env.ts";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -127,7 +128,7 @@ t.test("PullImage", async (t) => {
     for (const image of ["127.0.0.1:5000/UPPER/case:1", "busybox:bad tag", "x@sha256:123"]) {
       await t.rejects(client.imageCall("PullImage", { image: { image } }), {
         code: grpcStatus.INVALID_ARGUMENT,
-        details: new RegExp(image.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")),
+        details: new RegExp(escapeRegExp(image)),
       });
     }
     await t.rejects(client.imageCall("PullImage", { image: { image: "" } }), { code: grpcStatus.INVALID_ARGUMENT });

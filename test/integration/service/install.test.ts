@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../helpers/cridock-process.ts";
 import { cridockTestFlags, makeCniConfDir } from "../../helpers/env.ts";
+import { escapeRegExp } from "../../helpers/regexp.ts";
 import { versionLinePattern } from "../../helpers/version-line.ts";
 
 const scratch = await mkdtemp(join(tmpdir(), "cridock-install-"));
@@ -77,7 +78,7 @@ t.test("install → run → uninstall on an empty node", async (t) => {
   t.match(execFileSync(bin, ["--version"], { encoding: "utf8" }), versionLinePattern(), "the installed command runs and says its version and commit");
 
   const service = await readFile(join(env.SYSTEMD_UNIT_DIR!, "cridock.service"), "utf8");
-  t.match(service, new RegExp(`^ExecStart=${process.execPath.replace(/[/.]/g, "\\$&")} \\S+/lib/node_modules/cridock/bin/cridock\\.js --container-runtime-endpoint=fd:// \\$CRIDOCK_OPTS$`, "m"));
+  t.match(service, new RegExp(`^ExecStart=${escapeRegExp(process.execPath)} \\S+/lib/node_modules/cridock/bin/cridock\\.js --container-runtime-endpoint=fd:// \\$CRIDOCK_OPTS$`, "m"));
   const socket = await readFile(join(env.SYSTEMD_UNIT_DIR!, "cridock.socket"), "utf8");
   t.match(socket, /^SocketMode=0660$/m);
   t.match(service, /^Type=notify$/m);
