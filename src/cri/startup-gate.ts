@@ -117,11 +117,15 @@ export class StartupGate {
   /** The call ended before the gate opened: its own reason's code, UNAVAILABLE when it has none. */
   private ended(signal: AbortSignal): CridockError {
     const code = signal.reason instanceof CridockError ? signal.reason.code : "UNAVAILABLE";
-    const why = this.notReady();
-    return new CridockError(code, `the call ended before cridock was ready: ${why?.message ?? "its start failed"}`, { cause: signal.reason });
+    return new CridockError(code, `the call ended before cridock was ready: ${this.whyNotReady()}`, { cause: signal.reason });
   }
 
   private unavailable(): CridockError {
-    return new CridockError("UNAVAILABLE", `cridock is not ready: ${this.notReady()?.message ?? "its start failed"}`);
+    return new CridockError("UNAVAILABLE", `cridock is not ready: ${this.whyNotReady()}`);
+  }
+
+  /** notReady()'s message for a call's error. */
+  private whyNotReady(): string {
+    return this.notReady()?.message ?? "its start failed";
   }
 }
