@@ -2,20 +2,25 @@
  * The CallContext a handler gets for one gRPC call: a signal aborted when the
  * client cancels the call or its deadline passes, and the deadline itself.
  *
- * A call can be over before its handler starts: the client cancelled while
- * the request was decoded or queued behind other work, or its deadline (1 ms
- * is a value clients send) passed meanwhile. Such a call gets a signal that
- * is already aborted, so a handler that checks its signal before its first
- * Docker request makes none; a timer of 0 ms would fire only after the
- * handler had run to its first await, by when a pull or a create is on the
- * wire.
+ * A call's deadline can pass before its handler starts: grpc-js counts it
+ * from the request's headers, and runs the handler once the whole message
+ * is in, behind whatever else the event loop had to do (1 ms is a deadline
+ * clients send). Such a call gets a signal that is already aborted, so a
+ * handler that checks its signal before its first Docker request makes
+ * none; a timer of 0 ms would fire only after the handler had run to its
+ * first await, by when a pull is on the wire.
+ *
+ * A cancel before the handler starts is ruled out by grpc-js itself, which
+ * runs no handler for a call cancelled before its request was complete; the
+ * `cancelled` flag is still read, because a listener added after the
+ * "cancelled" event would never hear it.
  */
 import { CridockError, deadlineExceeded } from "../errors.ts";
 import type { CallContext } from "./handlers.ts";
 
 /** What of a grpc-js server call the context reads. */
 export interface ServerCallLike {
-  /** True once the client has cancelled (grpc-js sets it before it emits "cancelled"). */
+  /** True once the client has cancelled (grpc-js sets it as it emits "cancelled"). */
   readonly cancelled: boolean;
   getDeadline(): Date | number;
   on(event: "cancelled", listener: () => void): unknown;
